@@ -1,0 +1,202 @@
+/*
+ * gpucoll.h - the plain C interface of libgpucoll.
+ *
+ * Two audiences:
+ *  - applications and tests: device memory without writing CUDA
+ *    (gpucoll_malloc_device / gpucoll_free_device / gpucoll_memcpy), the active
+ *    backend and version, and per-process counters of which path each
+ *    collective call took;
+ *  - the Open MPI component coll/gpucoll: pointer classification, staging
+ *    buffers, reductions. (Section "Component interface" below.)
+ *
+ * Every function that can fail returns 0 (GPUCOLL_SUCCESS) on success and a
+ * gpucoll_status_t otherwise; gpucoll_last_error() then says what went wrong
+ * and what to do, for the calling thread.
+ */
+#ifndef GPUCOLL_H
+#define GPUCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUCOLL_VERSION_MAJOR 0
+#define GPUCOLL_VERSION_MINOR 1
+#define GPUCOLL_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define GPUCOLL_EXPORT __attribute__((visibility("default")))
+#else
+#define GPUCOLL_EXPORT
+#endif
+
+typedef enum gpucoll_status {
+    GPUCOLL_SUCCESS = 0,
+    GPUCOLL_ERR_INVALID_ARG = 1,   /* NULL pointer, bad enum, size overflow */
+    GPUCOLL_ERR_NO_BACKEND = 2,    /* no usable device backend (no GPU, emu not chosen) */
+    GPUCOLL_ERR_BACKEND_CONFLICT = 3, /* a different backend is already active */
+    GPUCOLL_ERR_OUT_OF_MEMORY = 4,
+    GPUCOLL_ERR_UNSUPPORTED = 5,   /* type/op/feature the backend cannot do: stage instead */
+    GPUCOLL_ERR_NOT_FOUND = 6,     /* pointer not allocated by this backend */
+    GPUCOLL_ERR_DEVICE = 7,        /* error reported by the device runtime */
+    GPUCOLL_ERR_SYSTEM = 8,        /* OS call failed (mmap, memfd, shm, ...) */
+    GPUCOLL_ERR_BOOTSTRAP = 9,     /* the out-of-band exchange failed */
+    GPUCOLL_ERR_INTERNAL = 10
+} gpucoll_status_t;
+
+/* ---------------------------------------------------------------------------
+ * Backend selection and identity
+ * ------------------------------------------------------------------------- */
+
+/* Chooses the device backend for this process: "auto" (cuda when a GPU is
+ * present, otherwise none), "cuda" or "emu". NULL means: take it from the
+ * environment, GPUCOLL_DEVICE first, then OMPI_MCA_coll_gpucoll_device, else
+ * "auto". The first successful call (explicit or implicit through any other
+ * function) fixes the backend for the life of the process; a later call that
+ * asks for a different one fails with GPUCOLL_ERR_BACKEND_CONFLICT, so the
+ * component and the application always agree. */
+GPUCOLL_EXPORT int gpucoll_init_backend(const char *name);
+
+/* "cuda", "emu" or "none" (auto found no GPU). Initialises from the
+ * environment if nothing chose a backend yet. Never NULL. */
+GPUCOLL_EXPORT const char *gpucoll_backend(void);
+
+/* "major.minor.patch" of the library. */
+GPUCOLL_EXPORT const char *gpucoll_version(void);
+
+/* Message of the calling thread's last failure ("" if none). */
+GPUCOLL_EXPORT const char *gpucoll_last_error(void);
+
+/* ---------------------------------------------------------------------------
+ * Device memory for applications
+ * ------------------------------------------------------------------------- */
+
+/* Allocates bytes of device memory (cudaMalloc, or emu memory that the host
+ * cannot touch). bytes == 0 yields a valid unique pointer. */
+GPUCOLL_EXPORT int gpucoll_malloc_device(void **ptr, size_t bytes);
+GPUCOLL_EXPORT int gpucoll_free_device(void *ptr);
+/* Copies bytes in any direction (host/device on either side), synchronously. */
+GPUCOLL_EXPORT int gpucoll_memcpy(void *dst, const void *src, size_t bytes);
+
+/* ---------------------------------------------------------------------------
+ * Counters: which path each collective call took, per process
+ * ------------------------------------------------------------------------- */
+
+typedef enum gpucoll_coll {
+    GPUCOLL_COLL_ALLREDUCE = 0,
+    GPUCOLL_COLL_BCAST,
+    GPUCOLL_COLL_ALLGATHER,
+    GPUCOLL_COLL_REDUCE_SCATTER,
+    GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+    GPUCOLL_COLL_REDUCE,
+    GPUCOLL_COLL_REDUCE_LOCAL,
+    GPUCOLL_COLL_COUNT
+} gpucoll_coll_t;
+
+typedef enum gpucoll_path {
+    GPUCOLL_PATH_ACCELERATED = 0, /* device-to-device inside gpucoll */
+    GPUCOLL_PATH_STAGED,          /* device buffers staged through host memory */
+    GPUCOLL_PATH_DELEGATED,       /* host buffers handed to the saved module */
+    GPUCOLL_PATH_COUNT
+} gpucoll_path_t;
+
+typedef struct gpucoll_counters {
+    /* calls[c][p]: number of calls of collective c that took path p */
+    uint64_t calls[GPUCOLL_COLL_COUNT][GPUCOLL_PATH_COUNT];
+    uint64_t bytes_staged;   /* bytes copied between device and host staging buffers */
+    uint64_t bytes_peer;     /* bytes moved between peers on the accelerated path */
+    uint64_t sync_rounds;    /* synchronisation rounds on the accelerated path */
+    /* the most recent call of this process */
+    gpucoll_coll_t last_coll;
+    gpucoll_path_t last_path;
+    uint64_t last_bytes_peer;
+    uint64_t last_sync_rounds;
+    char last_algorithm[32]; /* "staged", "delegated", or the algorithm's name */
+} gpucoll_counters_t;
+
+GPUCOLL_EXPORT int gpucoll_counters_get(gpucoll_counters_t *out);
+GPUCOLL_EXPORT void gpucoll_counters_reset(void);
+GPUCOLL_EXPORT const char *gpucoll_coll_name(gpucoll_coll_t coll);
+GPUCOLL_EXPORT const char *gpucoll_path_name(gpucoll_path_t path);
+
+/* ---------------------------------------------------------------------------
+ * Component interface (used by coll/gpucoll; stable C, no MPI types)
+ * ------------------------------------------------------------------------- */
+
+typedef enum gpucoll_memtype {
+    GPUCOLL_MEM_HOST = 0,   /* ordinary or pinned host memory */
+    GPUCOLL_MEM_DEVICE = 1  /* memory only the device (backend) can touch */
+} gpucoll_memtype_t;
+
+/* Element types the device reductions know. */
+typedef enum gpucoll_dtype {
+    GPUCOLL_INT8 = 0,
+    GPUCOLL_INT16,
+    GPUCOLL_INT32,
+    GPUCOLL_INT64,
+    GPUCOLL_UINT8,
+    GPUCOLL_UINT16,
+    GPUCOLL_UINT32,
+    GPUCOLL_UINT64,
+    GPUCOLL_FLOAT,
+    GPUCOLL_DOUBLE,
+    GPUCOLL_LONG_DOUBLE,
+    GPUCOLL_C_FLOAT_COMPLEX,
+    GPUCOLL_C_DOUBLE_COMPLEX,
+    GPUCOLL_C_LONG_DOUBLE_COMPLEX,
+    GPUCOLL_BOOL, /* C _Bool */
+    GPUCOLL_BYTE, /* MPI_BYTE: bitwise ops only */
+    GPUCOLL_DTYPE_COUNT
+} gpucoll_dtype_t;
+
+typedef enum gpucoll_op {
+    GPUCOLL_OP_SUM = 0,
+    GPUCOLL_OP_PROD,
+    GPUCOLL_OP_MIN,
+    GPUCOLL_OP_MAX,
+    GPUCOLL_OP_LAND,
+    GPUCOLL_OP_LOR,
+    GPUCOLL_OP_LXOR,
+    GPUCOLL_OP_BAND,
+    GPUCOLL_OP_BOR,
+    GPUCOLL_OP_BXOR,
+    GPUCOLL_OP_COUNT
+} gpucoll_op_t;
+
+GPUCOLL_EXPORT size_t gpucoll_dtype_size(gpucoll_dtype_t dtype);
+GPUCOLL_EXPORT const char *gpucoll_dtype_name(gpucoll_dtype_t dtype);
+GPUCOLL_EXPORT const char *gpucoll_op_name(gpucoll_op_t op);
+/* 1 if MPI defines op on dtype (e.g. MIN on complex: no; BAND on float: no). */
+GPUCOLL_EXPORT int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op);
+
+/* Classifies ptr for the active backend. A pointer the backend does not know
+ * is host memory. With backend "none" every pointer is host memory. */
+GPUCOLL_EXPORT gpucoll_memtype_t gpucoll_mem_type(const void *ptr);
+
+/* A pinned host staging buffer of at least bytes, owned by the library and
+ * reused between calls: slot 0..GPUCOLL_STAGING_SLOTS-1 lets one call hold
+ * several buffers at once. Valid until the next call for the same slot or
+ * gpucoll_staging_release(). Not thread-safe per slot. */
+#define GPUCOLL_STAGING_SLOTS 4
+GPUCOLL_EXPORT int gpucoll_staging_buffer(int slot, size_t bytes, void **host);
+GPUCOLL_EXPORT void gpucoll_staging_release(void);
+
+/* dst[i] = a[i] op b[i] for count elements, on the device (dst may equal a or b).
+ * Every pointer may be host or device memory of the active backend.
+ * GPUCOLL_ERR_UNSUPPORTED when the backend cannot do (dtype, op). */
+GPUCOLL_EXPORT int gpucoll_reduce(void *dst, const void *a, const void *b, size_t count,
+                                  gpucoll_dtype_t dtype, gpucoll_op_t op);
+
+/* Counter updates from the component. bytes_staged: bytes copied between
+ * device and host for this call. */
+GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path,
+                                            uint64_t bytes_staged, const char *algorithm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUCOLL_H */

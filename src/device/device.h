@@ -1,0 +1,87 @@
+// device.h - the Device interface: the only way the core touches memory.
+//
+// Two backends implement it: cuda/ (CUDA runtime + kernels) and emu/ (an
+// emulated GPU in host memory whose device memory the host cannot touch).
+// Nothing outside src/device/ includes a CUDA header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "gpucoll.h"
+
+namespace gpucoll {
+
+struct PointerInfo {
+    gpucoll_memtype_t type = GPUCOLL_MEM_HOST;
+    int device = -1;             // ordinal, -1 for host
+    void* base = nullptr;        // start of the allocation holding the pointer
+    size_t size = 0;             // size of that allocation
+    uint64_t buffer_id = 0;      // unique per allocation for the process life (0: host)
+};
+
+// Opaque, trivially copyable: sent to peers through the bootstrap.
+struct IpcHandle {
+    uint8_t bytes[128];
+};
+
+// A peer's allocation mapped into this process. Unmapped on destruction.
+class IpcMapping {
+public:
+    virtual ~IpcMapping() = default;
+    virtual void* address() const = 0;  // device address usable by this process
+    virtual size_t size() const = 0;
+};
+
+// An ordered queue of device work. Work enqueued on a stream is complete
+// after synchronize() returns (or after an event recorded behind it completes).
+class Stream {
+public:
+    virtual ~Stream() = default;
+    virtual Status synchronize() = 0;
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+
+    virtual const char* name() const = 0;  // "cuda", "emu"
+
+    // --- memory ------------------------------------------------------------
+    virtual Status query(const void* ptr, PointerInfo* info) = 0;
+    virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
+    virtual Status free(void* ptr) = 0;
+    virtual Status alloc_host(void** ptr, size_t bytes) = 0;  // pinned host memory
+    virtual Status free_host(void* ptr) = 0;
+
+    // --- streams and copies -------------------------------------------------
+    virtual Status create_stream(std::unique_ptr<Stream>* out) = 0;
+    // Any direction. stream == nullptr: synchronous with respect to the host.
+    virtual Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) = 0;
+
+    // --- reductions ---------------------------------------------------------
+    // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[nsrc-1][i], i < count.
+    // nsrc >= 1; dst may equal srcs[0] (and only srcs[0]). Pointers may be
+    // device memory, or host memory the device can reach (pinned).
+    // GPUCOLL_ERR_UNSUPPORTED if the backend cannot do (dtype, op).
+    virtual Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
+                          gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) = 0;
+
+    // --- IPC ---------------------------------------------------------------------
+    // Export the allocation that starts at base (PointerInfo::base).
+    virtual Status ipc_export(void* base, IpcHandle* handle) = 0;
+    // Map a peer's exported allocation into this process.
+    virtual Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) = 0;
+};
+
+// Factories, one per backend. They return nullptr (and set the last error)
+// when the backend cannot run here (no GPU, not compiled in).
+std::unique_ptr<Device> make_emu_device();
+std::unique_ptr<Device> make_cuda_device();
+// True if the cuda backend was compiled in and sees at least one GPU.
+bool cuda_device_present();
+
+}  // namespace gpucoll

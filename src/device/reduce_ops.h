@@ -1,0 +1,256 @@
+// reduce_ops.h - element types and reduction operators, shared by the emu
+// backend (host loops) and the cuda backend (kernels): one definition of what
+// every (dtype, op) pair computes.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "gpucoll.h"
+
+#if defined(__CUDACC__)
+#define GPUCOLL_HD __host__ __device__ __forceinline__
+#else
+#define GPUCOLL_HD inline
+#endif
+
+namespace gpucoll::reduce {
+
+// Layout-compatible with C's `float _Complex` etc.
+template <typename T>
+struct Complex {
+    T re, im;
+};
+template <typename T>
+GPUCOLL_HD Complex<T> operator+(Complex<T> a, Complex<T> b) {
+    return {a.re + b.re, a.im + b.im};
+}
+template <typename T>
+GPUCOLL_HD Complex<T> operator*(Complex<T> a, Complex<T> b) {
+    return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+template <typename T>
+GPUCOLL_HD bool operator==(Complex<T> a, Complex<T> b) {
+    return a.re == b.re && a.im == b.im;
+}
+
+// ---- element type of each gpucoll_dtype_t ----------------------------------
+template <gpucoll_dtype_t D>
+struct TypeOf;
+#define GPUCOLL_TYPEOF(D, T) \
+    template <>              \
+    struct TypeOf<D> {       \
+        using type = T;      \
+    }
+GPUCOLL_TYPEOF(GPUCOLL_INT8, int8_t);
+GPUCOLL_TYPEOF(GPUCOLL_INT16, int16_t);
+GPUCOLL_TYPEOF(GPUCOLL_INT32, int32_t);
+GPUCOLL_TYPEOF(GPUCOLL_INT64, int64_t);
+GPUCOLL_TYPEOF(GPUCOLL_UINT8, uint8_t);
+GPUCOLL_TYPEOF(GPUCOLL_UINT16, uint16_t);
+GPUCOLL_TYPEOF(GPUCOLL_UINT32, uint32_t);
+GPUCOLL_TYPEOF(GPUCOLL_UINT64, uint64_t);
+GPUCOLL_TYPEOF(GPUCOLL_FLOAT, float);
+GPUCOLL_TYPEOF(GPUCOLL_DOUBLE, double);
+GPUCOLL_TYPEOF(GPUCOLL_LONG_DOUBLE, long double);
+GPUCOLL_TYPEOF(GPUCOLL_C_FLOAT_COMPLEX, Complex<float>);
+GPUCOLL_TYPEOF(GPUCOLL_C_DOUBLE_COMPLEX, Complex<double>);
+GPUCOLL_TYPEOF(GPUCOLL_C_LONG_DOUBLE_COMPLEX, Complex<long double>);
+GPUCOLL_TYPEOF(GPUCOLL_BOOL, bool);
+GPUCOLL_TYPEOF(GPUCOLL_BYTE, uint8_t);
+#undef GPUCOLL_TYPEOF
+
+// ---- type classes, as MPI groups them --------------------------------------
+enum class Kind { Integer, Floating, Complex, Logical, Byte };
+
+constexpr Kind kind_of(gpucoll_dtype_t d) {
+    switch (d) {
+        case GPUCOLL_FLOAT:
+        case GPUCOLL_DOUBLE:
+        case GPUCOLL_LONG_DOUBLE:
+            return Kind::Floating;
+        case GPUCOLL_C_FLOAT_COMPLEX:
+        case GPUCOLL_C_DOUBLE_COMPLEX:
+        case GPUCOLL_C_LONG_DOUBLE_COMPLEX:
+            return Kind::Complex;
+        case GPUCOLL_BOOL:
+            return Kind::Logical;
+        case GPUCOLL_BYTE:
+            return Kind::Byte;
+        default:
+            return Kind::Integer;
+    }
+}
+
+// MPI 4.1, section 6.9.2: which ops apply to which type classes.
+constexpr bool op_valid(gpucoll_dtype_t d, gpucoll_op_t op) {
+    if (d < 0 || d >= GPUCOLL_DTYPE_COUNT || op < 0 || op >= GPUCOLL_OP_COUNT) return false;
+    const Kind k = kind_of(d);
+    switch (op) {
+        case GPUCOLL_OP_SUM:
+        case GPUCOLL_OP_PROD:
+            return k == Kind::Integer || k == Kind::Floating || k == Kind::Complex;
+        case GPUCOLL_OP_MIN:
+        case GPUCOLL_OP_MAX:
+            return k == Kind::Integer || k == Kind::Floating;
+        case GPUCOLL_OP_LAND:
+        case GPUCOLL_OP_LOR:
+        case GPUCOLL_OP_LXOR:
+            return k == Kind::Integer || k == Kind::Logical;
+        case GPUCOLL_OP_BAND:
+        case GPUCOLL_OP_BOR:
+        case GPUCOLL_OP_BXOR:
+            return k == Kind::Integer || k == Kind::Byte;
+        default:
+            return false;
+    }
+}
+
+// ---- operators ---------------------------------------------------------------
+// Integer SUM/PROD wrap (computed unsigned): no undefined behaviour on overflow.
+template <typename T>
+struct Arith {
+    using type = T;
+};
+template <typename T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+struct Arith<T> {
+    using type = std::make_unsigned_t<T>;
+};
+
+template <gpucoll_op_t Op>
+struct Op_;
+
+template <>
+struct Op_<GPUCOLL_OP_SUM> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        using A = typename Arith<T>::type;
+        return T(A(a) + A(b));
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_PROD> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        using A = typename Arith<T>::type;
+        return T(A(a) * A(b));
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_MIN> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return b < a ? b : a;
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_MAX> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return a < b ? b : a;
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_LAND> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T((a != T(0)) && (b != T(0)));
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_LOR> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T((a != T(0)) || (b != T(0)));
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_LXOR> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T((a != T(0)) != (b != T(0)));
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_BAND> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T(a & b);
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_BOR> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T(a | b);
+    }
+};
+template <>
+struct Op_<GPUCOLL_OP_BXOR> {
+    template <typename T>
+    static GPUCOLL_HD T apply(T a, T b) {
+        return T(a ^ b);
+    }
+};
+
+// ---- dispatch ------------------------------------------------------------------
+// Calls f.template operator()<D, Op>() for the runtime pair (d, op), where D
+// is a gpucoll_dtype_t and Op a gpucoll_op_t as template arguments; only valid
+// pairs are instantiated. Returns false (f not called) for invalid pairs.
+template <gpucoll_dtype_t D, typename F>
+bool dispatch_op(gpucoll_op_t op, F&& f) {
+    switch (op) {
+#define GPUCOLL_CASE(O)                                    \
+    case O:                                                \
+        if constexpr (op_valid(D, O)) {                    \
+            f.template operator()<D, O>();                 \
+            return true;                                   \
+        } else {                                           \
+            return false;                                  \
+        }
+        GPUCOLL_CASE(GPUCOLL_OP_SUM)
+        GPUCOLL_CASE(GPUCOLL_OP_PROD)
+        GPUCOLL_CASE(GPUCOLL_OP_MIN)
+        GPUCOLL_CASE(GPUCOLL_OP_MAX)
+        GPUCOLL_CASE(GPUCOLL_OP_LAND)
+        GPUCOLL_CASE(GPUCOLL_OP_LOR)
+        GPUCOLL_CASE(GPUCOLL_OP_LXOR)
+        GPUCOLL_CASE(GPUCOLL_OP_BAND)
+        GPUCOLL_CASE(GPUCOLL_OP_BOR)
+        GPUCOLL_CASE(GPUCOLL_OP_BXOR)
+#undef GPUCOLL_CASE
+        default:
+            return false;
+    }
+}
+
+template <typename F>
+bool dispatch(gpucoll_dtype_t d, gpucoll_op_t op, F&& f) {
+    switch (d) {
+#define GPUCOLL_CASE(D) \
+    case D:             \
+        return dispatch_op<D>(op, f);
+        GPUCOLL_CASE(GPUCOLL_INT8)
+        GPUCOLL_CASE(GPUCOLL_INT16)
+        GPUCOLL_CASE(GPUCOLL_INT32)
+        GPUCOLL_CASE(GPUCOLL_INT64)
+        GPUCOLL_CASE(GPUCOLL_UINT8)
+        GPUCOLL_CASE(GPUCOLL_UINT16)
+        GPUCOLL_CASE(GPUCOLL_UINT32)
+        GPUCOLL_CASE(GPUCOLL_UINT64)
+        GPUCOLL_CASE(GPUCOLL_FLOAT)
+        GPUCOLL_CASE(GPUCOLL_DOUBLE)
+        GPUCOLL_CASE(GPUCOLL_LONG_DOUBLE)
+        GPUCOLL_CASE(GPUCOLL_C_FLOAT_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_C_DOUBLE_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_C_LONG_DOUBLE_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_BOOL)
+        GPUCOLL_CASE(GPUCOLL_BYTE)
+#undef GPUCOLL_CASE
+        default:
+            return false;
+    }
+}
+
+}  // namespace gpucoll::reduce

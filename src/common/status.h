@@ -17,8 +17,8 @@ void clear_error();
 }  // namespace gpucoll
 
 // Propagates a failure: GPUCOLL_TRY(expr) returns expr's status if not success.
-#define GPUCOLL_TRY(expr)                                      \
-    do {                                                       \
-        ::gpucoll::Status gpucoll_try_s_ = (expr);             \
+#define GPUCOLL_TRY(expr)                                                 \
+    do {                                                                  \
+        ::gpucoll::Status gpucoll_try_s_ = (expr);                        \
         if (gpucoll_try_s_ != ::gpucoll::kSuccess) return gpucoll_try_s_; \
     } while (0)

@@ -1,1 +1,163 @@
-/* placeholder: replaced by its owner */
+// api.cc - the C interface of gpucoll.h, on top of the Runtime.
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "config.h"
+#include "core/counters.h"
+#include "core/runtime.h"
+#include "device/reduce_ops.h"
+#include "gpucoll.h"
+
+using gpucoll::Device;
+using gpucoll::Runtime;
+using gpucoll::set_error;
+
+namespace {
+
+// The device, or an error telling the user how to get one.
+int require_device(Device** out) {
+    Runtime& rt = Runtime::instance();
+    Device* d = rt.device();
+    if (d == nullptr) {
+        if (*gpucoll::last_error() == '\0' || std::strcmp(rt.backend_name(), "none") == 0)
+            set_error(GPUCOLL_ERR_NO_BACKEND,
+                      "no gpucoll device backend is active: no GPU was found (or CUDA is not "
+                      "compiled in). Set GPUCOLL_DEVICE=emu (application) and "
+                      "--mca coll_gpucoll_device emu (component) to use the emulated device.");
+        return GPUCOLL_ERR_NO_BACKEND;
+    }
+    *out = d;
+    return GPUCOLL_SUCCESS;
+}
+
+constexpr const char* kCollNames[GPUCOLL_COLL_COUNT] = {
+    "allreduce", "bcast",       "allgather", "reduce_scatter", "reduce_scatter_block",
+    "reduce",    "reduce_local"};
+constexpr const char* kPathNames[GPUCOLL_PATH_COUNT] = {"accelerated", "staged", "delegated"};
+constexpr const char* kDtypeNames[GPUCOLL_DTYPE_COUNT] = {"int8",
+                                                          "int16",
+                                                          "int32",
+                                                          "int64",
+                                                          "uint8",
+                                                          "uint16",
+                                                          "uint32",
+                                                          "uint64",
+                                                          "float",
+                                                          "double",
+                                                          "long_double",
+                                                          "c_float_complex",
+                                                          "c_double_complex",
+                                                          "c_long_double_complex",
+                                                          "bool",
+                                                          "byte"};
+constexpr const char* kOpNames[GPUCOLL_OP_COUNT] = {"sum", "prod", "min",  "max", "land",
+                                                    "lor", "lxor", "band", "bor", "bxor"};
+
+}  // namespace
+
+extern "C" {
+
+int gpucoll_init_backend(const char* name) { return Runtime::instance().init(name); }
+
+const char* gpucoll_backend(void) { return Runtime::instance().backend_name(); }
+
+const char* gpucoll_version(void) { return PACKAGE_VERSION; }
+
+const char* gpucoll_last_error(void) { return gpucoll::last_error(); }
+
+int gpucoll_malloc_device(void** ptr, size_t bytes) {
+    if (ptr == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_device: ptr is NULL");
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->alloc(ptr, bytes);
+}
+
+int gpucoll_free_device(void* ptr) {
+    if (ptr == nullptr) return GPUCOLL_SUCCESS;
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->free(ptr);
+}
+
+int gpucoll_memcpy(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return GPUCOLL_SUCCESS;
+    if (dst == nullptr || src == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_memcpy: NULL pointer with %zu bytes",
+                         bytes);
+    Device* d = Runtime::instance().device();
+    if (d == nullptr) {  // no backend: everything is host memory
+        std::memmove(dst, src, bytes);
+        return GPUCOLL_SUCCESS;
+    }
+    return d->memcpy(dst, src, bytes, nullptr);
+}
+
+int gpucoll_counters_get(gpucoll_counters_t* out) {
+    if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_counters_get: NULL");
+    gpucoll::counters_get(out);
+    return GPUCOLL_SUCCESS;
+}
+
+void gpucoll_counters_reset(void) { gpucoll::counters_reset(); }
+
+const char* gpucoll_coll_name(gpucoll_coll_t coll) {
+    return coll >= 0 && coll < GPUCOLL_COLL_COUNT ? kCollNames[coll] : "unknown";
+}
+
+const char* gpucoll_path_name(gpucoll_path_t path) {
+    return path >= 0 && path < GPUCOLL_PATH_COUNT ? kPathNames[path] : "unknown";
+}
+
+size_t gpucoll_dtype_size(gpucoll_dtype_t dtype) { return gpucoll::reduce::dtype_size(dtype); }
+
+const char* gpucoll_dtype_name(gpucoll_dtype_t dtype) {
+    return dtype >= 0 && dtype < GPUCOLL_DTYPE_COUNT ? kDtypeNames[dtype] : "unknown";
+}
+
+const char* gpucoll_op_name(gpucoll_op_t op) {
+    return op >= 0 && op < GPUCOLL_OP_COUNT ? kOpNames[op] : "unknown";
+}
+
+int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op) {
+    return gpucoll::reduce::op_valid(dtype, op) ? 1 : 0;
+}
+
+gpucoll_memtype_t gpucoll_mem_type(const void* ptr) {
+    Device* d = Runtime::instance().device();
+    if (d == nullptr || ptr == nullptr) return GPUCOLL_MEM_HOST;
+    gpucoll::PointerInfo info;
+    if (d->query(ptr, &info) != GPUCOLL_SUCCESS) return GPUCOLL_MEM_HOST;
+    return info.type;
+}
+
+int gpucoll_staging_buffer(int slot, size_t bytes, void** host) {
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return Runtime::instance().staging().get(d, slot, bytes, host);
+}
+
+void gpucoll_staging_release(void) { Runtime::instance().staging().release(); }
+
+int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucoll_dtype_t dtype,
+                   gpucoll_op_t op) {
+    if (!gpucoll::reduce::op_valid(dtype, op))
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_reduce: %s is not defined on %s",
+                         gpucoll_op_name(op), gpucoll_dtype_name(dtype));
+    if (count == 0) return GPUCOLL_SUCCESS;
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    // Device::reduce allows dst to alias only the first source; every
+    // predefined op is commutative, so put the aliased operand first.
+    const void* srcs[2] = {a, b};
+    if (dst == b) std::swap(srcs[0], srcs[1]);
+    return d->reduce(dst, srcs, 2, count, dtype, op, nullptr);
+}
+
+void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path, uint64_t bytes_staged,
+                             const char* algorithm) {
+    gpucoll::counters_record({coll, path, bytes_staged, 0, 0, algorithm});
+}
+
+}  // extern "C"

@@ -1,1 +1,40 @@
-/* placeholder: replaced by its owner */
+#include "core/counters.h"
+
+#include <cstring>
+#include <mutex>
+
+namespace gpucoll {
+
+namespace {
+std::mutex g_mutex;
+gpucoll_counters_t g_counters{};
+}  // namespace
+
+void counters_record(const CallRecord& r) {
+    if (r.coll < 0 || r.coll >= GPUCOLL_COLL_COUNT || r.path < 0 || r.path >= GPUCOLL_PATH_COUNT)
+        return;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_counters.calls[r.coll][r.path]++;
+    g_counters.bytes_staged += r.bytes_staged;
+    g_counters.bytes_peer += r.bytes_peer;
+    g_counters.sync_rounds += r.sync_rounds;
+    g_counters.last_coll = r.coll;
+    g_counters.last_path = r.path;
+    g_counters.last_bytes_peer = r.bytes_peer;
+    g_counters.last_sync_rounds = r.sync_rounds;
+    std::strncpy(g_counters.last_algorithm, r.algorithm ? r.algorithm : "",
+                 sizeof g_counters.last_algorithm - 1);
+    g_counters.last_algorithm[sizeof g_counters.last_algorithm - 1] = '\0';
+}
+
+void counters_get(gpucoll_counters_t* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    *out = g_counters;
+}
+
+void counters_reset() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_counters = gpucoll_counters_t{};
+}
+
+}  // namespace gpucoll

@@ -1,1 +1,23 @@
+// counters.h - per-process counters of which path each collective took.
 #pragma once
+
+#include <cstdint>
+
+#include "gpucoll.h"
+
+namespace gpucoll {
+
+struct CallRecord {
+    gpucoll_coll_t coll;
+    gpucoll_path_t path;
+    uint64_t bytes_staged = 0;
+    uint64_t bytes_peer = 0;
+    uint64_t sync_rounds = 0;
+    const char* algorithm = "";
+};
+
+void counters_record(const CallRecord& r);
+void counters_get(gpucoll_counters_t* out);
+void counters_reset();
+
+}  // namespace gpucoll

@@ -1,1 +1,52 @@
+// runtime.h - the process-wide state of libgpucoll: the chosen device
+// backend and what hangs off it (staging buffers). One per process, so that
+// the component and the application always see the same backend.
 #pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/staging.h"
+#include "device/device.h"
+
+namespace gpucoll {
+
+class Runtime {
+public:
+    static Runtime& instance();
+
+    // Chooses the backend ("auto", "cuda", "emu"; nullptr: from the
+    // environment). Idempotent; a different choice after the first one fails
+    // with GPUCOLL_ERR_BACKEND_CONFLICT.
+    Status init(const char* requested);
+
+    // The active device, or nullptr for backend "none". Initialises from the
+    // environment on first use. Cheap after the first call.
+    Device* device() {
+        if (initialised_.load(std::memory_order_acquire)) return device_.get();
+        init(nullptr);
+        return device_.get();
+    }
+    // "cuda", "emu" or "none"; "none" also while a failed init left nothing.
+    const char* backend_name();
+
+    StagingPool& staging() { return staging_; }
+
+private:
+    Runtime() = default;
+    ~Runtime();
+    Status choose(const std::string& requested);
+
+    std::mutex mutex_;
+    std::atomic<bool> initialised_{false};
+    std::string requested_;  // what the first successful init asked for
+    std::unique_ptr<Device> device_;
+    StagingPool staging_;  // declared after device_: destroyed first
+};
+
+// The environment's choice: GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device, else "auto".
+std::string backend_from_environment();
+
+}  // namespace gpucoll

@@ -17,10 +17,10 @@ namespace gpucoll {
 
 struct PointerInfo {
     gpucoll_memtype_t type = GPUCOLL_MEM_HOST;
-    int device = -1;             // ordinal, -1 for host
-    void* base = nullptr;        // start of the allocation holding the pointer
-    size_t size = 0;             // size of that allocation
-    uint64_t buffer_id = 0;      // unique per allocation for the process life (0: host)
+    int device = -1;         // ordinal, -1 for host
+    void* base = nullptr;    // start of the allocation holding the pointer
+    size_t size = 0;         // size of that allocation
+    uint64_t buffer_id = 0;  // unique per allocation for the process life (0: host)
 };
 
 // Opaque, trivially copyable: sent to peers through the bootstrap.

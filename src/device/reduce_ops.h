@@ -3,6 +3,7 @@
 // every (dtype, op) pair computes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -60,6 +61,34 @@ GPUCOLL_TYPEOF(GPUCOLL_BOOL, bool);
 GPUCOLL_TYPEOF(GPUCOLL_BYTE, uint8_t);
 #undef GPUCOLL_TYPEOF
 
+// Size in bytes of one element of d (0 for an unknown d).
+constexpr size_t dtype_size(gpucoll_dtype_t d) {
+    switch (d) {
+#define GPUCOLL_CASE(D) \
+    case D:             \
+        return sizeof(typename TypeOf<D>::type);
+        GPUCOLL_CASE(GPUCOLL_INT8)
+        GPUCOLL_CASE(GPUCOLL_INT16)
+        GPUCOLL_CASE(GPUCOLL_INT32)
+        GPUCOLL_CASE(GPUCOLL_INT64)
+        GPUCOLL_CASE(GPUCOLL_UINT8)
+        GPUCOLL_CASE(GPUCOLL_UINT16)
+        GPUCOLL_CASE(GPUCOLL_UINT32)
+        GPUCOLL_CASE(GPUCOLL_UINT64)
+        GPUCOLL_CASE(GPUCOLL_FLOAT)
+        GPUCOLL_CASE(GPUCOLL_DOUBLE)
+        GPUCOLL_CASE(GPUCOLL_LONG_DOUBLE)
+        GPUCOLL_CASE(GPUCOLL_C_FLOAT_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_C_DOUBLE_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_C_LONG_DOUBLE_COMPLEX)
+        GPUCOLL_CASE(GPUCOLL_BOOL)
+        GPUCOLL_CASE(GPUCOLL_BYTE)
+#undef GPUCOLL_CASE
+        default:
+            return 0;
+    }
+}
+
 // ---- type classes, as MPI groups them --------------------------------------
 enum class Kind { Integer, Floating, Complex, Logical, Byte };
 
@@ -113,8 +142,7 @@ struct Arith {
     using type = T;
 };
 template <typename T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-struct Arith<T> {
+requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct Arith<T> {
     using type = std::make_unsigned_t<T>;
 };
 
@@ -201,13 +229,13 @@ struct Op_<GPUCOLL_OP_BXOR> {
 template <gpucoll_dtype_t D, typename F>
 bool dispatch_op(gpucoll_op_t op, F&& f) {
     switch (op) {
-#define GPUCOLL_CASE(O)                                    \
-    case O:                                                \
-        if constexpr (op_valid(D, O)) {                    \
-            f.template operator()<D, O>();                 \
-            return true;                                   \
-        } else {                                           \
-            return false;                                  \
+#define GPUCOLL_CASE(O)                    \
+    case O:                                \
+        if constexpr (op_valid(D, O)) {    \
+            f.template operator()<D, O>(); \
+            return true;                   \
+        } else {                           \
+            return false;                  \
         }
         GPUCOLL_CASE(GPUCOLL_OP_SUM)
         GPUCOLL_CASE(GPUCOLL_OP_PROD)

@@ -1,1 +1,176 @@
-/* placeholder: replaced by its owner */
+// Unit tests of the C interface (gpucoll.h): backend choice, memory helpers,
+// counters, staging buffers, type tables. The backend is a per-process
+// choice, so tests that need "no backend" run in a re-executed child.
+#include <complex.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "device/device.h"
+#include "gpucoll.h"
+
+namespace {
+
+class Api : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(gpucoll_init_backend("emu"), GPUCOLL_SUCCESS) << gpucoll_last_error();
+    }
+};
+
+TEST_F(Api, BackendIsFixedForTheProcess) {
+    EXPECT_STREQ(gpucoll_backend(), "emu");
+    EXPECT_EQ(gpucoll_init_backend("emu"), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_init_backend("auto"), GPUCOLL_SUCCESS);  // auto defers to the active one
+    EXPECT_EQ(gpucoll_init_backend("cuda"), GPUCOLL_ERR_BACKEND_CONFLICT);
+    EXPECT_NE(std::strstr(gpucoll_last_error(), "GPUCOLL_DEVICE"), nullptr) << gpucoll_last_error();
+    EXPECT_EQ(gpucoll_init_backend("bogus"), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_STREQ(gpucoll_backend(), "emu");
+}
+
+TEST_F(Api, VersionMatchesHeader) {
+    char want[32];
+    std::snprintf(want, sizeof want, "%d.%d.%d", GPUCOLL_VERSION_MAJOR, GPUCOLL_VERSION_MINOR,
+                  GPUCOLL_VERSION_PATCH);
+    EXPECT_STREQ(gpucoll_version(), want);
+}
+
+TEST_F(Api, DeviceMemoryRoundTrip) {
+    const size_t n = 1000003;
+    void* d = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&d, n), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_mem_type(d), GPUCOLL_MEM_DEVICE);
+    EXPECT_EQ(gpucoll_mem_type(static_cast<char*>(d) + n - 1), GPUCOLL_MEM_DEVICE);
+    std::vector<unsigned char> in(n), out(n, 0);
+    for (size_t i = 0; i < n; ++i) in[i] = static_cast<unsigned char>(i * 7 + 3);
+    EXPECT_EQ(gpucoll_mem_type(in.data()), GPUCOLL_MEM_HOST);
+    ASSERT_EQ(gpucoll_memcpy(d, in.data(), n), GPUCOLL_SUCCESS);
+    void* d2 = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&d2, n), GPUCOLL_SUCCESS);
+    ASSERT_EQ(gpucoll_memcpy(d2, d, n), GPUCOLL_SUCCESS);  // device to device
+    ASSERT_EQ(gpucoll_memcpy(out.data(), d2, n), GPUCOLL_SUCCESS);
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(gpucoll_free_device(d), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_free_device(d2), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_free_device(nullptr), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_mem_type(nullptr), GPUCOLL_MEM_HOST);
+    EXPECT_EQ(gpucoll_malloc_device(nullptr, 8), GPUCOLL_ERR_INVALID_ARG);
+}
+
+TEST_F(Api, ZeroByteAllocationsAreDistinct) {
+    void* a = nullptr;
+    void* b = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&a, 0), GPUCOLL_SUCCESS);
+    ASSERT_EQ(gpucoll_malloc_device(&b, 0), GPUCOLL_SUCCESS);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(gpucoll_memcpy(a, b, 0), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_free_device(a), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_free_device(b), GPUCOLL_SUCCESS);
+}
+
+TEST_F(Api, ReduceAcceptsEitherOperandAsDestination) {
+    const size_t n = 257;
+    std::vector<double> a(n), b(n), out(n);
+    for (size_t i = 0; i < n; ++i) {
+        a[i] = double(i);
+        b[i] = 0.5 * double(i) + 1;
+    }
+    void *da = nullptr, *db = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&da, n * sizeof(double)), 0);
+    ASSERT_EQ(gpucoll_malloc_device(&db, n * sizeof(double)), 0);
+    ASSERT_EQ(gpucoll_memcpy(da, a.data(), n * sizeof(double)), 0);
+    ASSERT_EQ(gpucoll_memcpy(db, b.data(), n * sizeof(double)), 0);
+    // dst aliases the second operand
+    ASSERT_EQ(gpucoll_reduce(db, da, db, n, GPUCOLL_DOUBLE, GPUCOLL_OP_SUM), 0)
+        << gpucoll_last_error();
+    ASSERT_EQ(gpucoll_memcpy(out.data(), db, n * sizeof(double)), 0);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+    // dst aliases the first operand; host operand mixed in
+    ASSERT_EQ(gpucoll_reduce(da, da, b.data(), n, GPUCOLL_DOUBLE, GPUCOLL_OP_MAX), 0);
+    ASSERT_EQ(gpucoll_memcpy(out.data(), da, n * sizeof(double)), 0);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(a[i], b[i])) << i;
+    EXPECT_EQ(gpucoll_reduce(da, da, db, n, GPUCOLL_DOUBLE, GPUCOLL_OP_BAND),
+              GPUCOLL_ERR_INVALID_ARG);
+    gpucoll_free_device(da);
+    gpucoll_free_device(db);
+}
+
+TEST_F(Api, StagingBuffersAreReusedAndGrow) {
+    void* p0 = nullptr;
+    void* p1 = nullptr;
+    ASSERT_EQ(gpucoll_staging_buffer(0, 1000, &p0), 0);
+    ASSERT_EQ(gpucoll_staging_buffer(1, 1000, &p1), 0);
+    EXPECT_NE(p0, p1);
+    std::memset(p0, 0xab, 1000);  // host accessible
+    void* again = nullptr;
+    ASSERT_EQ(gpucoll_staging_buffer(0, 500, &again), 0);
+    EXPECT_EQ(again, p0);
+    void* big = nullptr;
+    ASSERT_EQ(gpucoll_staging_buffer(0, 8u << 20, &big), 0);
+    std::memset(big, 1, 8u << 20);
+    EXPECT_EQ(gpucoll_staging_buffer(GPUCOLL_STAGING_SLOTS, 8, &big), GPUCOLL_ERR_INVALID_ARG);
+    gpucoll_staging_release();
+    ASSERT_EQ(gpucoll_staging_buffer(0, 16, &p0), 0);
+}
+
+TEST_F(Api, CountersRecordPathsAndLastCall) {
+    gpucoll_counters_reset();
+    gpucoll_counters_t c;
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_STAGED], 0u);
+    gpucoll_counters_record(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_PATH_STAGED, 4096, "staged");
+    gpucoll_counters_record(GPUCOLL_COLL_BCAST, GPUCOLL_PATH_DELEGATED, 0, "delegated");
+    gpucoll_counters_record(GPUCOLL_COLL_COUNT, GPUCOLL_PATH_STAGED, 1, "ignored");  // out of range
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_STAGED], 1u);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 1u);
+    EXPECT_EQ(c.bytes_staged, 4096u);
+    EXPECT_EQ(c.last_coll, GPUCOLL_COLL_BCAST);
+    EXPECT_EQ(c.last_path, GPUCOLL_PATH_DELEGATED);
+    EXPECT_STREQ(c.last_algorithm, "delegated");
+    EXPECT_EQ(gpucoll_counters_get(nullptr), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_STREQ(gpucoll_coll_name(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK), "reduce_scatter_block");
+    EXPECT_STREQ(gpucoll_path_name(GPUCOLL_PATH_ACCELERATED), "accelerated");
+}
+
+TEST(ApiTypes, SizesMatchTheCTypes) {
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_INT8), sizeof(int8_t));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_UINT64), sizeof(uint64_t));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_LONG_DOUBLE), sizeof(long double));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_C_FLOAT_COMPLEX), sizeof(float _Complex));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_C_LONG_DOUBLE_COMPLEX), sizeof(long double _Complex));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_BOOL), sizeof(bool));
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_BYTE), 1u);
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_DTYPE_COUNT), 0u);
+    EXPECT_TRUE(gpucoll_op_valid(GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_OP_PROD));
+    EXPECT_FALSE(gpucoll_op_valid(GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_OP_MAX));
+    EXPECT_FALSE(gpucoll_op_valid(GPUCOLL_FLOAT, GPUCOLL_OP_BXOR));
+    EXPECT_TRUE(gpucoll_op_valid(GPUCOLL_BOOL, GPUCOLL_OP_LXOR));
+    EXPECT_FALSE(gpucoll_op_valid(GPUCOLL_BYTE, GPUCOLL_OP_SUM));
+    EXPECT_STREQ(gpucoll_dtype_name(GPUCOLL_C_DOUBLE_COMPLEX), "c_double_complex");
+    EXPECT_STREQ(gpucoll_op_name(GPUCOLL_OP_BXOR), "bxor");
+}
+
+// A fresh process that asks for "auto": on a machine without a GPU the backend
+// is "none", every pointer is host memory and device allocation explains itself.
+int auto_without_gpu_child() {
+    if (gpucoll_init_backend("auto") != 0) return 10;
+    if (std::strcmp(gpucoll_backend(), "none") != 0) return 11;
+    void* p = nullptr;
+    if (gpucoll_malloc_device(&p, 64) != GPUCOLL_ERR_NO_BACKEND) return 12;
+    if (std::strstr(gpucoll_last_error(), "GPUCOLL_DEVICE=emu") == nullptr) return 13;
+    if (gpucoll_init_backend("emu") != GPUCOLL_ERR_BACKEND_CONFLICT) return 14;
+    int x = 5, y = 0;
+    if (gpucoll_memcpy(&y, &x, sizeof x) != 0 || y != 5) return 15;
+    if (gpucoll_mem_type(&x) != GPUCOLL_MEM_HOST) return 16;
+    return 0;
+}
+
+TEST(ApiNoGpu, AutoWithoutGpuMeansNone) {
+    if (gpucoll::cuda_device_present()) GTEST_SKIP() << "a GPU is present";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(auto_without_gpu_child()), ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

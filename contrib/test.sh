@@ -1,0 +1,19 @@
+#!/bin/sh
+# contrib/test.sh [BUILDDIR]: set up (dependencies, build) and run every test:
+# GoogleTest units and the MPI integration tests (np 1..4, emu device buffers).
+# Ends with a line "N passed, N failed, N skipped"; exits nonzero on failure.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/_build/default}
+"$top/contrib/setup.sh" "$build"
+cd "$build"
+rc=0
+make -j"$(nproc)" check TESTS=   # builds the test programs in parallel, runs none
+make check || rc=$?
+[ -f test-suite.log ] || { echo "0 passed, 1 failed (no test-suite.log)"; exit 1; }
+count() { sed -n "s/^# $1: *//p" test-suite.log | head -1; }
+pass=$(count PASS); fail=$(count FAIL); err=$(count ERROR); skip=$(count SKIP); xpass=$(count XPASS)
+failed=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
+[ "$failed" -eq 0 ] || sed -n '/^FAIL\|^ERROR/p' test-suite.log
+echo "${pass:-0} passed, $failed failed, ${skip:-0} skipped"
+[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -44,7 +44,8 @@ typedef enum gpucoll_status {
     GPUCOLL_ERR_DEVICE = 7,        /* error reported by the device runtime */
     GPUCOLL_ERR_SYSTEM = 8,        /* OS call failed (mmap, memfd, shm, ...) */
     GPUCOLL_ERR_BOOTSTRAP = 9,     /* the out-of-band exchange failed */
-    GPUCOLL_ERR_INTERNAL = 10
+    GPUCOLL_ERR_INTERNAL = 10,
+    GPUCOLL_DECLINED = 100         /* not an error: gpucoll_comm_run left the call to the caller */
 } gpucoll_status_t;
 
 /* ---------------------------------------------------------------------------
@@ -194,6 +195,93 @@ GPUCOLL_EXPORT int gpucoll_reduce(void *dst, const void *a, const void *b, size_
  * device and host for this call. */
 GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path,
                                             uint64_t bytes_staged, const char *algorithm);
+
+/* ---------------------------------------------------------------------------
+ * Communicators: the accelerated (device-to-device) path
+ * ------------------------------------------------------------------------- */
+
+/* What the core needs from the job. The component implements it with the
+ * communicator's saved host module; tests implement it with threads or
+ * processes. Every function returns 0 on success. */
+typedef struct gpucoll_bootstrap {
+    void *ctx;
+    int rank;
+    int size;
+    /* recv receives size * bytes: every rank's bytes of send, in rank order */
+    int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    int (*barrier)(void *ctx);
+} gpucoll_bootstrap_t;
+
+/* Algorithms of the accelerated path. AUTO lets the selection table choose by
+ * collective and size; STAGED keeps a collective off the accelerated path. */
+typedef enum gpucoll_algorithm {
+    GPUCOLL_ALGO_AUTO = 0,
+    GPUCOLL_ALGO_STAGED,
+    GPUCOLL_ALGO_ONE_SHOT,  /* allreduce: every rank reduces all inputs */
+    GPUCOLL_ALGO_TWO_SHOT,  /* allreduce: reduce-scatter then allgather, full mesh */
+    GPUCOLL_ALGO_RING,      /* allreduce, reduce_scatter, allgather: neighbour ring */
+    GPUCOLL_ALGO_DIRECT,    /* reduce_scatter, reduce, allgather, bcast: read peers directly */
+    GPUCOLL_ALGO_CHAIN,     /* bcast: pipelined chain */
+    GPUCOLL_ALGO_COUNT
+} gpucoll_algorithm_t;
+
+GPUCOLL_EXPORT const char *gpucoll_algorithm_name(gpucoll_algorithm_t algo);
+/* GPUCOLL_ALGO_COUNT if name is unknown. */
+GPUCOLL_EXPORT gpucoll_algorithm_t gpucoll_algorithm_from_name(const char *name);
+/* 1 if algo can serve coll on the accelerated path (AUTO and STAGED: always). */
+GPUCOLL_EXPORT int gpucoll_algorithm_valid(gpucoll_coll_t coll, gpucoll_algorithm_t algo);
+
+typedef struct gpucoll_comm_config {
+    /* forced algorithm per collective (GPUCOLL_ALGO_AUTO: selection table) */
+    gpucoll_algorithm_t algorithm[GPUCOLL_COLL_COUNT];
+    /* 1: the user asserts that on every call all ranks pass the same kind of
+     * memory, so no agreement is needed (MPI 4.1 mpi_assert_memory_alloc_kinds) */
+    int uniform_memory;
+    size_t one_shot_max_bytes;   /* allreduce: one-shot up to this size */
+    size_t chain_min_bytes;      /* bcast: pipelined chain from this size */
+    size_t chunk_bytes;          /* pipeline chunk of chain and ring steps */
+    size_t ipc_cache_entries;    /* bound of the per-process IPC mapping cache */
+    int verbose;                 /* 0 silent; 1 selection per communicator; 10 per call */
+    void (*log)(int level, const char *message); /* where verbose output goes (NULL: stderr) */
+} gpucoll_comm_config_t;
+
+/* Defaults of every field. */
+GPUCOLL_EXPORT void gpucoll_comm_config_init(gpucoll_comm_config_t *config);
+
+typedef struct gpucoll_comm gpucoll_comm_t;
+
+/* Collective over the bootstrap's ranks. *out is NULL (and 0 returned) when
+ * the accelerated path cannot serve this group (ranks on several nodes, no
+ * device backend); every rank then gets NULL. */
+GPUCOLL_EXPORT int gpucoll_comm_create(const gpucoll_bootstrap_t *bootstrap,
+                                       const gpucoll_comm_config_t *config,
+                                       gpucoll_comm_t **out);
+/* Local; releases the shared segment, scratch buffers and their mappings. */
+GPUCOLL_EXPORT void gpucoll_comm_destroy(gpucoll_comm_t *comm);
+
+/* One collective call. Every rank of the communicator calls gpucoll_comm_run
+ * for every call of the collective, whatever memory it passes, unless the
+ * communicator was created with uniform_memory. */
+typedef struct gpucoll_call {
+    gpucoll_coll_t coll;
+    const void *sendbuf;   /* NULL: MPI_IN_PLACE (or no send buffer: bcast) */
+    void *recvbuf;         /* bcast: the buffer */
+    size_t count;          /* elements; allgather: per rank; bcast: elements of buf */
+    const size_t *counts;  /* reduce_scatter: size entries (elements per rank) */
+    gpucoll_dtype_t dtype; /* bcast and allgather: GPUCOLL_BYTE with count in bytes is fine */
+    gpucoll_op_t op;       /* reductions only */
+    int root;              /* bcast, reduce */
+    int eligible;          /* 0: this rank cannot take the accelerated path (derived
+                              datatype, user op...): all ranks decline together */
+} gpucoll_call_t;
+
+/* Runs call on the accelerated path. Returns
+ *   GPUCOLL_SUCCESS   done, results in place;
+ *   GPUCOLL_DECLINED  the accelerated path declined it on every rank: the
+ *                     caller handles it (host buffers: saved module, device
+ *                     buffers: staging) — the same answer on every rank;
+ *   other             failure (every rank fails, no hang). */
+GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t *comm, const gpucoll_call_t *call);
 
 #ifdef __cplusplus
 }

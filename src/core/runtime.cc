@@ -9,7 +9,10 @@ Runtime& Runtime::instance() {
     return runtime;
 }
 
-Runtime::~Runtime() { staging_.release(); }
+Runtime::~Runtime() {
+    ipc_cache_.clear();
+    staging_.release();
+}
 
 std::string backend_from_environment() {
     for (const char* var : {"GPUCOLL_DEVICE", "OMPI_MCA_coll_gpucoll_device"}) {

@@ -10,6 +10,7 @@
 
 #include "core/staging.h"
 #include "device/device.h"
+#include "intra/ipc_cache.h"
 
 namespace gpucoll {
 
@@ -33,6 +34,7 @@ public:
     const char* backend_name();
 
     StagingPool& staging() { return staging_; }
+    intra::IpcCache& ipc_cache() { return ipc_cache_; }
 
 private:
     Runtime() = default;
@@ -43,7 +45,9 @@ private:
     std::atomic<bool> initialised_{false};
     std::string requested_;  // what the first successful init asked for
     std::unique_ptr<Device> device_;
-    StagingPool staging_;  // declared after device_: destroyed first
+    // Declared after device_: destroyed first.
+    StagingPool staging_;
+    intra::IpcCache ipc_cache_;
 };
 
 // The environment's choice: GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device, else "auto".

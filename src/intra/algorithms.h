@@ -1,0 +1,60 @@
+// algorithms.h - the intra-node algorithms and the one table that says which
+// algorithm serves which collective.
+#pragma once
+
+#include "gpucoll.h"
+#include "intra/node_comm.h"
+
+namespace gpucoll::intra {
+
+struct Algorithm {
+    gpucoll_coll_t coll;
+    gpucoll_algorithm_t id;
+    Status (*run)(CallContext& ctx);
+    // Bytes of temporary device buffer the algorithm posts for peers (0: none).
+    size_t (*temp_bytes)(const gpucoll_call_t& call, int size, size_t elem);
+    // Copies the input into the scratch slot before posting (one-shot).
+    bool input_in_scratch;
+};
+
+// The algorithm id serves coll, or nullptr.
+const Algorithm* find_algorithm(gpucoll_coll_t coll, gpucoll_algorithm_t id);
+
+// Bytes a collective moves per rank buffer: the selection works on these.
+size_t call_bytes(const gpucoll_call_t& call, int size, size_t elem);
+
+// The selection table: forced algorithm if valid for this call, else by size.
+// The same on every rank (it depends only on arguments MPI requires to match).
+gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
+                                     const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
+                                     const char** why);
+
+// Element range [begin, end) of block p when count elements are split in size blocks.
+inline size_t block_begin(size_t count, int size, int p) {
+    return count * static_cast<size_t>(p) / static_cast<size_t>(size);
+}
+
+// reduce_scatter(_block): elements of rank p's block, and where it starts.
+inline size_t rs_count(const gpucoll_call_t& call, int p) {
+    return call.counts != nullptr ? call.counts[p] : call.count;
+}
+inline size_t rs_displ(const gpucoll_call_t& call, int p) {
+    size_t d = 0;
+    for (int q = 0; q < p; ++q) d += rs_count(call, q);
+    return d;
+}
+
+Status allreduce_one_shot(CallContext& ctx);
+Status allreduce_two_shot(CallContext& ctx);
+Status allreduce_ring(CallContext& ctx);
+Status reduce_scatter_direct(CallContext& ctx);
+Status reduce_scatter_ring(CallContext& ctx);
+Status reduce_direct(CallContext& ctx);
+Status allgather_direct(CallContext& ctx);
+Status allgather_ring(CallContext& ctx);
+Status bcast_direct(CallContext& ctx);
+Status bcast_chain(CallContext& ctx);
+
+size_t reduce_scatter_ring_temp_bytes(const gpucoll_call_t& call, int size, size_t elem);
+
+}  // namespace gpucoll::intra

@@ -1,0 +1,83 @@
+#include "device/reduce_ops.h"
+#include "intra/node_comm.h"
+
+namespace gpucoll::intra {
+
+CallContext::CallContext(NodeComm& c, const gpucoll_call_t& k, uint64_t s)
+    : comm(c),
+      call(k),
+      seq(s),
+      rank(c.rank()),
+      size(c.size()),
+      device(c.device()),
+      elem(reduce::dtype_size(k.dtype)) {}
+
+Status CallContext::resolve(int p, int which, char** out) {
+    const BufferDesc& desc = comm.post_of(p, seq).buf[which];
+    if (desc.buffer_id == 0)
+        return set_error(GPUCOLL_ERR_INTERNAL, "rank %d posted no buffer %d for call %llu", p,
+                         which, static_cast<unsigned long long>(seq));
+    void* addr = nullptr;
+    std::shared_ptr<IpcMapping> pin;
+    GPUCOLL_TRY(comm.cache().resolve(device, comm.pid(p), desc, &addr, &pin));
+    if (pin) pins_.push_back(std::move(pin));
+    *out = static_cast<char*>(addr);
+    return kSuccess;
+}
+
+Status CallContext::input(int p, char** out) {
+    if (p == rank) {
+        const void* in = call.sendbuf != nullptr ? call.sendbuf : call.recvbuf;
+        *out = static_cast<char*>(const_cast<void*>(in));
+        return kSuccess;
+    }
+    return resolve(p, comm.post_of(p, seq).buf[kSendBuf].buffer_id != 0 ? kSendBuf : kRecvBuf, out);
+}
+
+Status CallContext::output(int p, char** out) {
+    if (p == rank) {
+        *out = static_cast<char*>(call.recvbuf);
+        return kSuccess;
+    }
+    return resolve(p, kRecvBuf, out);
+}
+
+Status CallContext::temp(int p, char** out) {
+    if (p == rank) {
+        *out = static_cast<char*>(comm.temp().data());
+        return kSuccess;
+    }
+    return resolve(p, kTempBuf, out);
+}
+
+void CallContext::signal(uint64_t step) {
+    comm.segment().slot(rank).progress.store(progress_word(seq, step), std::memory_order_release);
+}
+
+Status CallContext::wait_peer(int peer, uint64_t step) {
+    return comm.wait_progress(peer, progress_word(seq, step));
+}
+
+Status CallContext::wait_all(uint64_t step) {
+    for (int p = 0; p < size; ++p)
+        if (p != rank) GPUCOLL_TRY(wait_peer(p, step));
+    ++rounds;
+    return kSuccess;
+}
+
+Status CallContext::copy(void* dst, const void* src, size_t bytes, bool crosses_peer) {
+    if (bytes == 0 || dst == src) return kSuccess;
+    GPUCOLL_TRY(device->memcpy(dst, src, bytes, nullptr));
+    if (crosses_peer) bytes_peer += bytes;
+    return kSuccess;
+}
+
+Status CallContext::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
+                           size_t peer_srcs) {
+    if (count == 0) return kSuccess;
+    GPUCOLL_TRY(device->reduce(dst, srcs, nsrc, count, call.dtype, call.op, nullptr));
+    bytes_peer += peer_srcs * count * elem;
+    return kSuccess;
+}
+
+}  // namespace gpucoll::intra

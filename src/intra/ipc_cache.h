@@ -1,0 +1,54 @@
+// ipc_cache.h - the per-process caches of IPC exports and imports.
+//
+// Opening an IPC handle is expensive (and CUDA allows it once per context),
+// so mappings of peers' allocations are kept, keyed by (owner pid, unique
+// buffer id) - never by address: memory freed and allocated again at the same
+// address has a new buffer id, so a stale mapping is never returned. The
+// import cache is bounded (least recently used goes first).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "device/device.h"
+#include "intra/shared_segment.h"
+
+namespace gpucoll::intra {
+
+class IpcCache {
+public:
+    explicit IpcCache(size_t capacity = 64) : capacity_(capacity) {}
+
+    // Fills desc so that a peer can reach ptr (device memory of this process).
+    // GPUCOLL_ERR_UNSUPPORTED if the backend cannot export that memory.
+    Status describe(Device* device, const void* ptr, BufferDesc* desc);
+    // This process's address of the buffer that owner_pid described. *pin
+    // keeps the mapping alive while the caller uses it, even if evicted.
+    Status resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
+                   std::shared_ptr<IpcMapping>* pin);
+
+    void set_capacity(size_t entries);
+    size_t imported() const;
+    void clear();
+
+private:
+    using Key = std::pair<int, uint64_t>;  // owner pid, buffer id
+    struct Import {
+        std::shared_ptr<IpcMapping> mapping;
+        std::list<Key>::iterator lru;
+    };
+    void evict_locked();
+
+    mutable std::mutex mutex_;
+    size_t capacity_;
+    std::map<Key, Import> imports_;
+    std::list<Key> lru_;                     // front: most recently used
+    std::map<uint64_t, IpcHandle> exports_;  // by local buffer id
+    std::list<uint64_t> export_order_;
+};
+
+}  // namespace gpucoll::intra

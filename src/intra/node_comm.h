@@ -1,0 +1,141 @@
+// node_comm.h - the per-communicator context of the accelerated path on one
+// node: the shared segment, the peers, persistent scratch buffers, and the
+// protocol every call follows (post, agree, run an algorithm, signal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "device/device.h"
+#include "gpucoll.h"
+#include "intra/ipc_cache.h"
+#include "intra/shared_segment.h"
+
+namespace gpucoll::intra {
+
+// A device allocation owned through a Device; freed on destruction.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { reset(); }
+    Status allocate(Device* device, size_t bytes);
+    // Grows (never shrinks) to at least bytes; contents are not kept.
+    Status reserve(Device* device, size_t bytes);
+    void reset();
+    void* data() const { return ptr_; }
+    size_t size() const { return size_; }
+
+private:
+    Device* device_ = nullptr;
+    void* ptr_ = nullptr;
+    size_t size_ = 0;
+};
+
+class NodeComm;
+
+// Everything an algorithm needs for one call.
+class CallContext {
+public:
+    CallContext(NodeComm& comm, const gpucoll_call_t& call, uint64_t seq);
+
+    NodeComm& comm;
+    const gpucoll_call_t& call;
+    const uint64_t seq;
+    const int rank;
+    const int size;
+    Device* const device;
+    const size_t elem;  // bytes per element
+
+    // The input of rank p for reductions, allgather and bcast: its send buffer,
+    // or (MPI_IN_PLACE) its receive buffer, as an address of this process.
+    Status input(int p, char** out);
+    Status output(int p, char** out);  // rank p's receive buffer
+    Status temp(int p, char** out);    // rank p's posted temporary buffer
+
+    // Progress signalling. step 1..kStepDone-1 inside a call; kStepDone: done
+    // with every peer's memory.
+    void signal(uint64_t step);
+    Status wait_peer(int peer, uint64_t step);
+    Status wait_all(uint64_t step);  // one synchronisation round
+
+    // Device work, accounted: bytes read from or written to peers' memory.
+    Status copy(void* dst, const void* src, size_t bytes, bool crosses_peer);
+    Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, size_t peer_srcs);
+
+    uint64_t bytes_peer = 0;
+    uint64_t rounds = 0;
+
+private:
+    Status resolve(int p, int which, char** out);
+    std::vector<std::shared_ptr<IpcMapping>> pins_;
+};
+
+class NodeComm {
+public:
+    // Collective over the bootstrap. *out stays null when the accelerated
+    // path cannot serve the group (several nodes, no backend, setup failed
+    // somewhere): the answer is the same on every rank.
+    static Status create(const gpucoll_bootstrap_t& bootstrap, const gpucoll_comm_config_t& config,
+                         std::unique_ptr<NodeComm>* out);
+    ~NodeComm();
+
+    // gpucoll_comm_run: GPUCOLL_SUCCESS, GPUCOLL_DECLINED or an error.
+    int run(const gpucoll_call_t& call);
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    Device* device() const { return device_; }
+    const gpucoll_comm_config_t& config() const { return config_; }
+    SharedSegment& segment() { return segment_; }
+    IpcCache& cache() { return *cache_; }
+    int pid(int p) const { return pids_[p]; }
+    const Post& post_of(int p, uint64_t seq) const {
+        return segment_.slot(p).posts[seq % kPostDepth];
+    }
+
+    // One-shot scratch: two slots of scratch_slot_bytes() per rank, chosen by
+    // call parity; peers' slots are mapped once at creation.
+    size_t scratch_slot_bytes() const { return scratch_slot_bytes_; }
+    char* scratch_slot(int p, uint64_t seq) const;
+
+    DeviceBuffer& temp() { return temp_; }      // local, posted when an algorithm needs it
+    DeviceBuffer& result() { return result_; }  // local only (in-place results)
+
+    Status wait_progress(int peer, uint64_t word);
+    // A failure after posting: tell every peer (they stop waiting and fail
+    // too), and refuse further calls on this communicator.
+    int fail(Status s);
+    void abort();
+    bool aborted() const;
+    void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
+
+private:
+    NodeComm() = default;
+    Status setup(const gpucoll_bootstrap_t& bootstrap, const gpucoll_comm_config_t& config);
+    Status setup_segment(const gpucoll_bootstrap_t& bootstrap);
+    Status setup_scratch(const gpucoll_bootstrap_t& bootstrap);
+    Status post(uint64_t seq, PostKind kind, const gpucoll_call_t* call, gpucoll_algorithm_t algo);
+    Status prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq);
+
+    int rank_ = 0;
+    int size_ = 0;
+    Device* device_ = nullptr;
+    IpcCache* cache_ = nullptr;
+    gpucoll_comm_config_t config_{};
+    SharedSegment segment_;
+    std::vector<int> pids_;
+    uint64_t seq_ = 0;
+    bool poisoned_ = false;
+
+    size_t scratch_slot_bytes_ = 0;
+    DeviceBuffer scratch_;
+    std::vector<char*> peer_scratch_;
+    std::vector<std::unique_ptr<IpcMapping>> scratch_mappings_;
+    DeviceBuffer temp_;
+    DeviceBuffer result_;
+};
+
+}  // namespace gpucoll::intra

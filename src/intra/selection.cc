@@ -1,0 +1,119 @@
+// selection.cc - which algorithm serves which collective, and the one place
+// that chooses among them by size.
+#include <algorithm>
+#include <cstring>
+
+#include "intra/algorithms.h"
+
+namespace gpucoll::intra {
+
+namespace {
+
+const Algorithm kAlgorithms[] = {
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, allreduce_one_shot, nullptr, true},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, allreduce_two_shot, nullptr, false},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, allreduce_ring, nullptr, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_RING, reduce_scatter_ring,
+     reduce_scatter_ring_temp_bytes, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_RING, reduce_scatter_ring,
+     reduce_scatter_ring_temp_bytes, false},
+    {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, reduce_direct, nullptr, false},
+    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_DIRECT, allgather_direct, nullptr, false},
+    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, allgather_ring, nullptr, false},
+    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, bcast_direct, nullptr, false},
+    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, bcast_chain, nullptr, false},
+};
+
+constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {"auto", "staged", "one_shot", "two_shot",
+                                                    "ring", "direct", "chain"};
+
+}  // namespace
+
+const Algorithm* find_algorithm(gpucoll_coll_t coll, gpucoll_algorithm_t id) {
+    for (const Algorithm& a : kAlgorithms)
+        if (a.coll == coll && a.id == id) return &a;
+    return nullptr;
+}
+
+size_t call_bytes(const gpucoll_call_t& call, int size, size_t elem) {
+    switch (call.coll) {
+        case GPUCOLL_COLL_ALLGATHER:
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+            return call.count * elem * static_cast<size_t>(size);
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+            return rs_displ(call, size) * elem;
+        default:
+            return call.count * elem;
+    }
+}
+
+gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
+                                     const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
+                                     const char** why) {
+    if (call.coll < 0 || call.coll >= GPUCOLL_COLL_COUNT ||
+        call.coll == GPUCOLL_COLL_REDUCE_LOCAL) {
+        *why = "not a collective of the accelerated path";
+        return GPUCOLL_ALGO_STAGED;
+    }
+    const size_t bytes = call_bytes(call, size, elem);
+    if (bytes == 0) {
+        *why = "nothing to move";
+        return GPUCOLL_ALGO_STAGED;
+    }
+    const gpucoll_algorithm_t forced = config.algorithm[call.coll];
+    if (forced == GPUCOLL_ALGO_STAGED) {
+        *why = "staged forced";
+        return GPUCOLL_ALGO_STAGED;
+    }
+    if (forced != GPUCOLL_ALGO_AUTO && find_algorithm(call.coll, forced) != nullptr) {
+        if (forced == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes) {
+            *why = "one_shot forced, but the message exceeds the one-shot scratch: two_shot";
+            return GPUCOLL_ALGO_TWO_SHOT;
+        }
+        *why = "forced";
+        return forced;
+    }
+    switch (call.coll) {
+        case GPUCOLL_COLL_ALLREDUCE:
+            if (bytes <= std::min(config.one_shot_max_bytes, scratch_slot_bytes)) {
+                *why = "small: one round";
+                return GPUCOLL_ALGO_ONE_SHOT;
+            }
+            *why = "large: bandwidth-optimal";
+            return GPUCOLL_ALGO_TWO_SHOT;
+        case GPUCOLL_COLL_BCAST:
+            if (bytes >= config.chain_min_bytes) {
+                *why = "large: pipelined chain";
+                return GPUCOLL_ALGO_CHAIN;
+            }
+            *why = "all read the root";
+            return GPUCOLL_ALGO_DIRECT;
+        default:
+            *why = "all read their peers";
+            return GPUCOLL_ALGO_DIRECT;
+    }
+}
+
+}  // namespace gpucoll::intra
+
+extern "C" {
+
+const char* gpucoll_algorithm_name(gpucoll_algorithm_t algo) {
+    return algo >= 0 && algo < GPUCOLL_ALGO_COUNT ? gpucoll::intra::kNames[algo] : "unknown";
+}
+
+gpucoll_algorithm_t gpucoll_algorithm_from_name(const char* name) {
+    for (int a = 0; a < GPUCOLL_ALGO_COUNT; ++a)
+        if (name != nullptr && std::strcmp(name, gpucoll::intra::kNames[a]) == 0)
+            return static_cast<gpucoll_algorithm_t>(a);
+    return GPUCOLL_ALGO_COUNT;
+}
+
+int gpucoll_algorithm_valid(gpucoll_coll_t coll, gpucoll_algorithm_t algo) {
+    if (algo == GPUCOLL_ALGO_AUTO || algo == GPUCOLL_ALGO_STAGED) return 1;
+    return gpucoll::intra::find_algorithm(coll, algo) != nullptr ? 1 : 0;
+}
+
+}  // extern "C"

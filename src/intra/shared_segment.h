@@ -1,0 +1,92 @@
+// shared_segment.h - the host-memory segment that the ranks of one node share
+// per communicator: one slot per rank with its progress flag and the buffer
+// descriptors it posted for recent calls.
+//
+// The segment is a memfd created by the node leader; the others open it
+// through /proc/<leader pid>/fd/<fd> and the leader closes its descriptor once
+// all have mapped it, so nothing ever appears in /dev/shm and the pages go
+// away with the last mapping, crash or not.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+#include "device/device.h"
+
+namespace gpucoll::intra {
+
+// A device buffer as a peer can reach it: the owner's allocation (by unique
+// id and IPC handle) and the offset of the buffer inside it.
+struct BufferDesc {
+    uint64_t buffer_id = 0;  // 0: no buffer
+    uint64_t base = 0;       // the allocation's address in the owner (same process: used directly)
+    uint64_t offset = 0;
+    IpcHandle handle{};
+};
+
+// What a rank posts for one call.
+enum class PostKind : uint32_t {
+    Accelerate = 1,  // my buffers are device memory, posted below
+    Decline = 2,     // host buffers, ineligible call or a local failure: all decline
+};
+
+// Buffers a rank may post per call: the call's send and receive buffers, and
+// its temporary device buffer (partial sums of ring reduce-scatter).
+enum : int { kSendBuf = 0, kRecvBuf = 1, kTempBuf = 2, kPostedBuffers = 3 };
+
+struct Post {
+    PostKind kind;
+    BufferDesc buf[kPostedBuffers];
+};
+
+// Calls whose posts stay readable: a rank waits before it would overwrite a
+// post that a peer may not have read yet.
+constexpr uint64_t kPostDepth = 8;
+
+// Progress word: (call sequence << kStepBits) | step. Posting call k sets it
+// to k << kStepBits; steps inside the call count up from 1; kStepDone marks
+// that this rank no longer touches any peer's memory for call k.
+constexpr int kStepBits = 20;
+constexpr uint64_t kStepDone = (uint64_t{1} << kStepBits) - 1;
+constexpr uint64_t progress_word(uint64_t seq, uint64_t step) { return (seq << kStepBits) | step; }
+
+struct alignas(128) RankSlot {
+    std::atomic<uint64_t> progress;
+    alignas(64) Post posts[kPostDepth];
+};
+
+struct SegmentHeader {
+    std::atomic<uint64_t> abort;  // nonzero: a rank failed mid-call; everyone returns an error
+    uint32_t size;                // ranks
+};
+
+// The mapped segment: header, then `size` slots.
+class SharedSegment {
+public:
+    SharedSegment() = default;
+    SharedSegment(const SharedSegment&) = delete;
+    SharedSegment& operator=(const SharedSegment&) = delete;
+    ~SharedSegment();
+
+    static size_t bytes_for(int size);
+
+    // Leader: creates the memfd and maps it; fd() stays open until close_fd().
+    Status create(int size);
+    // Others: open the leader's fd through /proc and map it.
+    Status attach(int leader_pid, int leader_fd, int size);
+    void close_fd();
+
+    int fd() const { return fd_; }
+    SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
+    RankSlot& slot(int rank) const;
+
+private:
+    Status map(int fd, size_t bytes);
+    void* base_ = nullptr;
+    size_t bytes_ = 0;
+    int fd_ = -1;
+};
+
+}  // namespace gpucoll::intra

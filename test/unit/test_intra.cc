@@ -1,0 +1,232 @@
+// The intra-node algorithms through the bootstrap seam: ranks are threads of
+// this process sharing the emu device. Every algorithm of every collective,
+// against a host reference, at 1..4 ranks, in place and not; and the
+// agreement: when one rank cannot take the accelerated path, all decline.
+// (Counters are per process, so bytes and rounds are checked by the MPI tests.)
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpucoll.h"
+#include "thread_bootstrap.h"
+
+namespace {
+
+void* dalloc(size_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(gpucoll_malloc_device(&p, bytes), 0) << gpucoll_last_error();
+    return p;
+}
+template <typename T>
+void upload(void* d, const std::vector<T>& h) {
+    ASSERT_EQ(gpucoll_memcpy(d, h.data(), h.size() * sizeof(T)), 0);
+}
+template <typename T>
+std::vector<T> download(const void* d, size_t n) {
+    std::vector<T> h(n);
+    EXPECT_EQ(gpucoll_memcpy(h.data(), d, n * sizeof(T)), 0);
+    return h;
+}
+// Rank r's input element i: small integers, exact in float.
+float value(int r, size_t i) { return float((i * 7 + size_t(r) * 3) % 23) - 11.0f; }
+
+struct Case {
+    gpucoll_coll_t coll;
+    gpucoll_algorithm_t algo;
+    int size;
+    size_t count;  // elements (allgather, reduce_scatter_block: per rank)
+    bool in_place;
+};
+
+std::string name_of(const ::testing::TestParamInfo<Case>& info) {
+    const Case& c = info.param;
+    return std::string(gpucoll_coll_name(c.coll)) + "_" + gpucoll_algorithm_name(c.algo) + "_np" +
+           std::to_string(c.size) + "_n" + std::to_string(c.count) + (c.in_place ? "_inplace" : "");
+}
+
+class IntraAlgorithms : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override { ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error(); }
+};
+
+TEST_P(IntraAlgorithms, MatchesReference) {
+    const Case c = GetParam();
+    const int n = c.size;
+    const int root = n - 1;
+    ThreadGroup group(n);
+    std::vector<std::string> failures(static_cast<size_t>(n));
+    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
+        std::string& fail = failures[size_t(rank)];
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        cfg.algorithm[c.coll] = c.algo;
+        cfg.chunk_bytes = 4096;  // several chain steps at test sizes
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, &cfg, &comm) != 0 || comm == nullptr) {
+            fail = std::string("comm_create: ") + gpucoll_last_error();
+            return;
+        }
+        // Buffers and expected output.
+        size_t in_n = c.count, out_n = c.count;
+        if (c.coll == GPUCOLL_COLL_ALLGATHER) out_n = c.count * size_t(n);
+        if (c.coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK) in_n = c.count * size_t(n);
+        std::vector<float> in(in_n), expect;
+        for (size_t i = 0; i < in_n; ++i) in[i] = value(rank, i);
+        auto sum_at = [&](size_t i) {
+            float s = 0;
+            for (int r = 0; r < n; ++r) s += value(r, i);
+            return s;
+        };
+        switch (c.coll) {
+            case GPUCOLL_COLL_ALLREDUCE:
+            case GPUCOLL_COLL_REDUCE:
+                for (size_t i = 0; i < c.count; ++i) expect.push_back(sum_at(i));
+                break;
+            case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+                for (size_t i = 0; i < c.count; ++i)
+                    expect.push_back(sum_at(size_t(rank) * c.count + i));
+                break;
+            case GPUCOLL_COLL_ALLGATHER:
+                for (int r = 0; r < n; ++r)
+                    for (size_t i = 0; i < c.count; ++i) expect.push_back(value(r, i));
+                break;
+            default:  // bcast
+                for (size_t i = 0; i < c.count; ++i) expect.push_back(value(root, i));
+        }
+        // MPI_Reduce takes MPI_IN_PLACE at the root only.
+        const bool in_place = c.in_place && (c.coll != GPUCOLL_COLL_REDUCE || rank == root);
+        const size_t recv_n = in_place ? std::max(in_n, out_n) : out_n;
+        void* send = in_place ? nullptr : dalloc(in_n * sizeof(float) + 1);
+        void* recv = dalloc(recv_n * sizeof(float) + 1);
+        if (c.coll == GPUCOLL_COLL_BCAST) {
+            upload(recv, rank == root ? in : std::vector<float>(in_n, -99.0f));
+        } else if (in_place) {
+            std::vector<float> init(recv_n, -99.0f);
+            if (c.coll == GPUCOLL_COLL_ALLGATHER)
+                std::copy(in.begin(), in.end(), init.begin() + long(rank) * long(c.count));
+            else
+                std::copy(in.begin(), in.end(), init.begin());
+            upload(recv, init);
+        } else {
+            upload(send, in);
+        }
+        gpucoll_call_t call{};
+        call.coll = c.coll;
+        call.sendbuf = c.coll == GPUCOLL_COLL_BCAST ? nullptr : send;
+        call.recvbuf = recv;
+        call.count = c.count;
+        call.dtype = GPUCOLL_FLOAT;
+        call.op = GPUCOLL_OP_SUM;
+        call.root = root;
+        call.eligible = 1;
+        for (int iter = 0; iter < 3 && fail.empty(); ++iter) {  // reuse: caches, parity, windows
+            int rc = gpucoll_comm_run(comm, &call);
+            if (rc != 0) {
+                fail = "run returned " + std::to_string(rc) + ": " + gpucoll_last_error();
+                break;
+            }
+            bool check = c.coll != GPUCOLL_COLL_REDUCE || rank == root;
+            if (check) {
+                auto got = download<float>(recv, expect.size());
+                for (size_t i = 0; i < expect.size(); ++i)
+                    if (got[i] != expect[i]) {
+                        fail = "iter " + std::to_string(iter) + " element " + std::to_string(i) +
+                               ": got " + std::to_string(got[i]) + " want " +
+                               std::to_string(expect[i]);
+                        break;
+                    }
+            }
+            // Re-arm inputs that in-place calls overwrote.
+            if (in_place && c.coll != GPUCOLL_COLL_BCAST && c.coll != GPUCOLL_COLL_ALLGATHER) {
+                std::vector<float> init(recv_n, -99.0f);
+                std::copy(in.begin(), in.end(), init.begin());
+                upload(recv, init);
+            }
+        }
+        bs.barrier(bs.ctx);  // as MPI_Comm_free: nobody reads our buffers any more
+        gpucoll_free_device(send);
+        gpucoll_free_device(recv);
+        gpucoll_comm_destroy(comm);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
+}
+
+std::vector<Case> all_cases() {
+    const std::tuple<gpucoll_coll_t, gpucoll_algorithm_t, bool> algos[] = {
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, true},
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, true},
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, true},
+        {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_DIRECT, true},
+        {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_RING, true},
+        {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, true},
+        {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_DIRECT, true},
+        {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, true},
+        {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, false},
+        {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, false},
+    };
+    std::vector<Case> cases;
+    for (auto [coll, algo, has_in_place] : algos)
+        for (int n = 1; n <= 4; ++n)
+            for (size_t count : {size_t(1), size_t(7), size_t(5003)})
+                for (bool ip : {false, true})
+                    if (!ip || has_in_place) cases.push_back({coll, algo, n, count, ip});
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, IntraAlgorithms, ::testing::ValuesIn(all_cases()), name_of);
+
+// One rank passes host memory, or cannot take the call (a derived datatype):
+// every rank gets GPUCOLL_DECLINED, nobody waits forever; then the
+// communicator still works for the next call. Many calls in a row exercise
+// the post window (host ranks do not wait for the others).
+TEST(IntraAgreement, OneRankDeclinesAllDecline) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const int n = 4;
+    ThreadGroup group(n);
+    std::vector<std::string> failures(static_cast<size_t>(n));
+    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
+        std::string& fail = failures[size_t(rank)];
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
+            fail = "create failed";
+            return;
+        }
+        const size_t count = 64;
+        void* d = dalloc(count * sizeof(float));
+        std::vector<float> host(count, 1.0f);
+        upload(d, host);
+        for (int iter = 0; iter < 50 && fail.empty(); ++iter) {
+            const int odd_one = iter % n;
+            gpucoll_call_t call{};
+            call.coll = GPUCOLL_COLL_ALLREDUCE;
+            call.recvbuf = (iter % 3 == 0 && rank == odd_one) ? host.data() : d;  // host memory
+            call.count = count;
+            call.dtype = GPUCOLL_FLOAT;
+            call.op = GPUCOLL_OP_MAX;
+            call.eligible = !(iter % 3 == 1 && rank == odd_one);  // e.g. a derived datatype
+            const int want = iter % 3 == 2 ? GPUCOLL_SUCCESS : GPUCOLL_DECLINED;
+            const int rc = gpucoll_comm_run(comm, &call);
+            if (rc != want)
+                fail = "iter " + std::to_string(iter) + ": got " + std::to_string(rc) + " want " +
+                       std::to_string(want) + " " + gpucoll_last_error();
+        }
+        gpucoll_call_t empty{};
+        empty.coll = GPUCOLL_COLL_BCAST;
+        empty.recvbuf = d;
+        empty.count = 0;
+        empty.dtype = GPUCOLL_BYTE;
+        empty.eligible = 1;
+        if (fail.empty() && gpucoll_comm_run(comm, &empty) != GPUCOLL_DECLINED)
+            fail = "count 0 was not declined";
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(d);
+        gpucoll_comm_destroy(comm);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
+}
+
+}  // namespace

@@ -1,1 +1,176 @@
-#pragma once
+/*
+ * coll_gpucoll.h - the Open MPI collectives component coll/gpucoll.
+ *
+ * The component intercepts allreduce, bcast, allgather, reduce_scatter,
+ * reduce_scatter_block, reduce and reduce_local. Per call it classifies the
+ * buffers that are significant for this rank:
+ *  - none is device memory  -> the saved (lower-priority) host function, untouched;
+ *  - some are device memory -> staged through host memory (coll_gpucoll_staged.c),
+ *    or, for reduce_local on two device buffers, reduced on the device.
+ *
+ * This is the only part of gpucoll that includes Open MPI's internal headers;
+ * it talks to the core only through gpucoll.h.
+ */
+#ifndef MCA_COLL_GPUCOLL_H
+#define MCA_COLL_GPUCOLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpucoll.h"
+#include "mpi.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/coll.h"
+#include "ompi/mca/mca.h"
+#include "ompi_config.h"
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+BEGIN_C_DECLS
+
+/* ---------------------------------------------------------------------------
+ * Open MPI version glue. Everything that differs between coll interface
+ * versions lives here: 4.1.x is coll 2.0.0 with module 2.3.0 and int counts
+ * (5.0.x: coll 2.4.0, same function signatures; 6.0 changes the module API).
+ * ------------------------------------------------------------------------- */
+#define MCA_COLL_GPUCOLL_COLL_VERSION MCA_COLL_BASE_VERSION_2_0_0
+typedef mca_coll_base_component_2_0_0_t mca_coll_gpucoll_base_component_t;
+
+/* The collectives this component intercepts, in one list. X(name, coll_id)
+ * expands once per collective: name is the suffix of c_coll->coll_<name>. */
+#define MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(X)                \
+    X(allreduce, GPUCOLL_COLL_ALLREDUCE)                       \
+    X(bcast, GPUCOLL_COLL_BCAST)                               \
+    X(allgather, GPUCOLL_COLL_ALLGATHER)                       \
+    X(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER)             \
+    X(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK) \
+    X(reduce, GPUCOLL_COLL_REDUCE)                             \
+    X(reduce_local, GPUCOLL_COLL_REDUCE_LOCAL)
+
+/* ---------------------------------------------------------------------------
+ * Component
+ * ------------------------------------------------------------------------- */
+
+/* Values of the "device" parameter (index = enum value). */
+enum mca_coll_gpucoll_device {
+    MCA_COLL_GPUCOLL_DEVICE_AUTO = 0,
+    MCA_COLL_GPUCOLL_DEVICE_CUDA,
+    MCA_COLL_GPUCOLL_DEVICE_EMU
+};
+
+typedef struct mca_coll_gpucoll_component_t {
+    mca_coll_gpucoll_base_component_t super;
+
+    /* MCA parameters (registered in coll_gpucoll_component.c) */
+    int priority;
+    int device; /* enum mca_coll_gpucoll_device */
+    int verbose;
+
+    /* state */
+    int output;         /* opal_output stream, verbosity = verbose */
+    bool backend_ready; /* init_query found a device backend */
+} mca_coll_gpucoll_component_t;
+
+OMPI_MODULE_DECLSPEC extern mca_coll_gpucoll_component_t mca_coll_gpucoll_component;
+
+int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* comm,
+                                                    int* priority);
+
+/* Verbosity levels of the component's stream. */
+#define MCA_COLL_GPUCOLL_VERBOSE_SELECT 1 /* per communicator: selected or not, why */
+#define MCA_COLL_GPUCOLL_VERBOSE_CALL 10  /* per call: path and sizes */
+
+/* Checks the level before the call: free on the host path when quiet. */
+#define GPUCOLL_VERBOSE(level, ...)                                         \
+    do {                                                                    \
+        if (mca_coll_gpucoll_component.verbose >= (level)) {                \
+            opal_output_verbose((level), mca_coll_gpucoll_component.output, \
+                                "coll:gpucoll: " __VA_ARGS__);              \
+        }                                                                   \
+    } while (0)
+
+/* Always printed, with the process and node it comes from. */
+#define GPUCOLL_ERROR(fmt, ...)                                                      \
+    opal_output(0, "coll:gpucoll %s (%s): " fmt, OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), \
+                opal_process_info.nodename, __VA_ARGS__)
+
+/* ---------------------------------------------------------------------------
+ * Module: one per communicator. It keeps the (function, module) pairs that
+ * would have run without us, each module retained, so that host calls and
+ * staged calls go to them.
+ * ------------------------------------------------------------------------- */
+
+#define MCA_COLL_GPUCOLL_DECLARE_PREV(name, id)     \
+    mca_coll_base_module_##name##_fn_t prev_##name; \
+    mca_coll_base_module_t* prev_##name##_module;
+
+typedef struct mca_coll_gpucoll_module_t {
+    mca_coll_base_module_t super;
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(MCA_COLL_GPUCOLL_DECLARE_PREV)
+} mca_coll_gpucoll_module_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_gpucoll_module_t);
+
+/* A new module for comm with our functions installed. */
+mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_t* comm);
+
+/* ---------------------------------------------------------------------------
+ * Staging through host memory (coll_gpucoll_staged.c). Each function gets
+ * the memory type of every buffer significant on this rank (at least one is
+ * device memory), stages those, calls the saved host function and copies the
+ * results back. Returns an OMPI error code.
+ * ------------------------------------------------------------------------- */
+
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                      struct ompi_communicator_t* comm,
+                                      mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                                  struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, bool rdev,
+                                      int rcount, struct ompi_datatype_t* rdtype,
+                                      struct ompi_communicator_t* comm,
+                                      mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, bool sdev, void* rbuf, bool rdev,
+                                           const int* rcounts, struct ompi_datatype_t* dtype,
+                                           struct ompi_op_t* op, struct ompi_communicator_t* comm,
+                                           mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, bool sdev, void* rbuf, bool rdev,
+                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 struct ompi_op_t* op,
+                                                 struct ompi_communicator_t* comm,
+                                                 mca_coll_gpucoll_module_t* m);
+/* rbuf/rdev: only significant at the root (the caller passes NULL/false elsewhere). */
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
+                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* inoutbuf,
+                                         bool inoutdev, int count, struct ompi_datatype_t* dtype,
+                                         struct ompi_op_t* op, mca_coll_gpucoll_module_t* m);
+
+/* Calls into the saved host module are bracketed by these, so that a saved
+ * algorithm that calls back through comm->c_coll (e.g. reduce_scatter built
+ * on reduce) reaches the saved function directly and is not counted as a
+ * call of its own. Per thread. */
+void mca_coll_gpucoll_enter_host(void);
+void mca_coll_gpucoll_leave_host(void);
+bool mca_coll_gpucoll_in_host(void);
+
+/* Reports a failure of the core (gpucoll_last_error()) and returns OMPI_ERROR. */
+int mca_coll_gpucoll_core_error(const char* what, int status);
+
+/* ---------------------------------------------------------------------------
+ * MPI datatype and op -> gpucoll enums (coll_gpucoll_types.c). false when the
+ * handle has no device equivalent (derived datatypes, user-defined ops,
+ * MAXLOC/MINLOC, REPLACE, NO_OP, ...).
+ * ------------------------------------------------------------------------- */
+
+bool mca_coll_gpucoll_map_dtype(const struct ompi_datatype_t* dtype, gpucoll_dtype_t* out);
+bool mca_coll_gpucoll_map_op(const struct ompi_op_t* op, gpucoll_op_t* out);
+
+END_C_DECLS
+
+#endif /* MCA_COLL_GPUCOLL_H */

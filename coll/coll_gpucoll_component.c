@@ -1,1 +1,184 @@
-/* placeholder: replaced by its owner */
+/*
+ * coll_gpucoll_component.c - the component: MCA parameters, backend
+ * initialisation, and the per-communicator decision to take part.
+ */
+#include <string.h>
+
+#include "coll_gpucoll.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_var_enum.h"
+
+static int gpucoll_register(void);
+static int gpucoll_open(void);
+static int gpucoll_close(void);
+
+mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
+    .super =
+        {
+            .collm_version =
+                {
+                    MCA_COLL_GPUCOLL_COLL_VERSION,
+                    .mca_component_name = "gpucoll",
+                    MCA_BASE_MAKE_VERSION(component, GPUCOLL_VERSION_MAJOR, GPUCOLL_VERSION_MINOR,
+                                          GPUCOLL_VERSION_PATCH),
+                    .mca_open_component = gpucoll_open,
+                    .mca_close_component = gpucoll_close,
+                    .mca_register_component_params = gpucoll_register,
+                },
+            .collm_data = {MCA_BASE_METADATA_PARAM_NONE},
+            .collm_init_query = mca_coll_gpucoll_init_query,
+            .collm_comm_query = mca_coll_gpucoll_comm_query,
+        },
+    /* Above tuned (30), cuda (78) and hcoll (90); never 100 (ties sort unpredictably). */
+    .priority = 95,
+    .device = MCA_COLL_GPUCOLL_DEVICE_AUTO,
+    .verbose = 0,
+    .output = -1,
+    .backend_ready = false,
+};
+
+/* ---------------------------------------------------------------------------
+ * MCA parameters: the whole table. Defaults are the initial values above.
+ * ------------------------------------------------------------------------- */
+
+static const mca_base_var_enum_value_t gpucoll_device_values[] = {
+    {MCA_COLL_GPUCOLL_DEVICE_AUTO, "auto"},
+    {MCA_COLL_GPUCOLL_DEVICE_CUDA, "cuda"},
+    {MCA_COLL_GPUCOLL_DEVICE_EMU, "emu"},
+    {0, NULL},
+};
+
+typedef struct gpucoll_param {
+    const char* name;
+    const char* help;
+    mca_base_var_type_t type;
+    const mca_base_var_enum_value_t* values; /* enum parameters only */
+    mca_base_var_info_lvl_t level;
+    mca_base_var_scope_t scope;
+    void* storage;
+} gpucoll_param_t;
+
+static const gpucoll_param_t gpucoll_params[] = {
+    {"priority",
+     "Priority of the gpucoll coll component (default 95: above tuned, cuda and hcoll, so that "
+     "device buffers never reach a component that cannot handle them). A negative value "
+     "disables the component; so does --mca coll ^gpucoll.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_coll_gpucoll_component.priority},
+    {"device",
+     "Device backend for GPU buffers: auto (CUDA if a GPU is present, otherwise the component "
+     "stays out of the way at no cost; GPUCOLL_DEVICE, if set, decides), cuda, or emu (an "
+     "emulated device in host memory, for testing without a GPU). If the application allocates "
+     "device memory through gpucoll.h (gpucoll_malloc_device), this must match the "
+     "application's GPUCOLL_DEVICE. 'mpirun --mca coll_gpucoll_device emu' also reaches the "
+     "application, since libgpucoll reads OMPI_MCA_coll_gpucoll_device when GPUCOLL_DEVICE is "
+     "not set (a value set only in an MCA parameter file does not).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_device_values, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_coll_gpucoll_component.device},
+    {"verbose",
+     "Verbosity of the gpucoll coll component: 0 silent, 1 selection decision per "
+     "communicator, 10 path and sizes of every call.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.verbose},
+};
+
+static int gpucoll_register(void) {
+    const mca_base_component_t* c = &mca_coll_gpucoll_component.super.collm_version;
+    for (size_t i = 0; i < sizeof gpucoll_params / sizeof gpucoll_params[0]; ++i) {
+        const gpucoll_param_t* p = &gpucoll_params[i];
+        mca_base_var_enum_t* values = NULL;
+        if (NULL != p->values) {
+            char enum_name[64];
+            snprintf(enum_name, sizeof enum_name, "coll_gpucoll_%s", p->name);
+            int rc = mca_base_var_enum_create(enum_name, p->values, &values);
+            if (OPAL_SUCCESS != rc) return rc;
+        }
+        int idx = mca_base_component_var_register(c, p->name, p->help, p->type, values, 0, 0,
+                                                  p->level, p->scope, p->storage);
+        if (NULL != values) OBJ_RELEASE(values);
+        if (idx < 0) return idx;
+    }
+    return OMPI_SUCCESS;
+}
+
+static int gpucoll_open(void) {
+    mca_coll_gpucoll_component.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_coll_gpucoll_component.output,
+                              mca_coll_gpucoll_component.verbose);
+    return OMPI_SUCCESS;
+}
+
+static int gpucoll_close(void) {
+    if (mca_coll_gpucoll_component.backend_ready) gpucoll_staging_release();
+    mca_coll_gpucoll_component.backend_ready = false;
+    if (mca_coll_gpucoll_component.output >= 0) {
+        opal_output_close(mca_coll_gpucoll_component.output);
+        mca_coll_gpucoll_component.output = -1;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------
+ * Selection
+ * ------------------------------------------------------------------------- */
+
+/* Once per process, in MPI_Init: choose the device backend. Failing here
+ * takes the component out of every communicator at once. */
+int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_threads) {
+    (void)enable_progress_threads;
+    (void)enable_mpi_threads;
+    mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
+    const char* param = gpucoll_device_values[c->device].string;
+
+    /* "auto" lets libgpucoll resolve the environment the same way the
+     * application does (GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device);
+     * an explicit name must be honoured or fail loudly. */
+    const char* request = MCA_COLL_GPUCOLL_DEVICE_AUTO == c->device ? NULL : param;
+    int rc = gpucoll_init_backend(request);
+    if (GPUCOLL_SUCCESS != rc) {
+        GPUCOLL_ERROR(
+            "device backend '%s' is unusable, the component disables itself: %s "
+            "(gpucoll status %d). MPI collectives on device buffers will crash Open "
+            "MPI; make coll_gpucoll_device and GPUCOLL_DEVICE agree, or run with "
+            "--mca coll ^gpucoll if no device buffers are used.",
+            param, gpucoll_last_error(), rc);
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    const char* backend = gpucoll_backend();
+    if (0 == strcmp(backend, "none")) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                        "no device backend (device=%s found no GPU): component not used", param);
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    c->backend_ready = true;
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                    "libgpucoll %s, device backend '%s' (parameter device=%s), priority %d",
+                    gpucoll_version(), backend, param, c->priority);
+    return OMPI_SUCCESS;
+}
+
+/* Per communicator. The decision depends only on MCA parameters, the
+ * backend and the kind of communicator, so it is the same on every rank. */
+mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* comm,
+                                                    int* priority) {
+    mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
+    if (!c->backend_ready || c->priority < 0) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): not used (%s)",
+                        comm->c_name, comm->c_contextid,
+                        c->backend_ready ? "negative priority" : "no device backend");
+        return NULL;
+    }
+    if (OMPI_COMM_IS_INTER(comm)) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                        "comm %s (cid %u): not used (intercommunicator)", comm->c_name,
+                        comm->c_contextid);
+        return NULL;
+    }
+    mca_coll_gpucoll_module_t* m = mca_coll_gpucoll_module_new(comm);
+    if (NULL == m) return NULL;
+    *priority = c->priority;
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                    "comm %s (cid %u, size %d): available, priority %d, backend %s", comm->c_name,
+                    comm->c_contextid, ompi_comm_size(comm), c->priority, gpucoll_backend());
+    return &m->super;
+}

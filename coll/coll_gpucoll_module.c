@@ -1,1 +1,249 @@
-/* placeholder: replaced by its owner */
+/*
+ * coll_gpucoll_module.c - the per-communicator module: saving the functions
+ * that would have run without us, and the entry point of every intercepted
+ * collective, which classifies the call as delegated, staged or accelerated.
+ *
+ * Path choice is rank-local: a rank whose buffers are all host memory calls
+ * the saved function directly, a rank with a device buffer stages it and
+ * calls the same saved function on host copies. Every rank therefore runs
+ * the same host algorithm with host buffers, whatever the other ranks pass,
+ * so no agreement between ranks is needed for these paths. (A device-to-
+ * device path that changes the algorithm must agree first: see DESIGN.md,
+ * "Correctness contract".)
+ */
+#include "coll_gpucoll.h"
+
+/* ---------------------------------------------------------------------------
+ * Calls into the saved host module
+ * ------------------------------------------------------------------------- */
+
+static _Thread_local int gpucoll_host_depth = 0;
+
+void mca_coll_gpucoll_enter_host(void) { ++gpucoll_host_depth; }
+void mca_coll_gpucoll_leave_host(void) { --gpucoll_host_depth; }
+bool mca_coll_gpucoll_in_host(void) { return gpucoll_host_depth > 0; }
+
+int mca_coll_gpucoll_core_error(const char* what, int status) {
+    GPUCOLL_ERROR("%s failed: %s (gpucoll status %d)", what, gpucoll_last_error(), status);
+    return OMPI_ERROR;
+}
+
+static inline bool is_device(const void* p) {
+    return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
+}
+
+/* Runs the saved function: nested calls (from inside a saved algorithm) go
+ * straight through; top-level calls are counted as delegated. */
+#define GPUCOLL_DELEGATE(m, name, coll_id, ...)                                            \
+    do {                                                                                   \
+        if (mca_coll_gpucoll_in_host()) {                                                  \
+            return (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);               \
+        }                                                                                  \
+        mca_coll_gpucoll_enter_host();                                                     \
+        int rc_ = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);                \
+        mca_coll_gpucoll_leave_host();                                                     \
+        gpucoll_counters_record((coll_id), GPUCOLL_PATH_DELEGATED, 0, "delegated");        \
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, #name ": host buffers, delegated"); \
+        return rc_;                                                                        \
+    } while (0)
+
+/* ---------------------------------------------------------------------------
+ * Entry points
+ * ------------------------------------------------------------------------- */
+
+static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
+                                  struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                  struct ompi_communicator_t* comm,
+                                  mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        if (sdev || rdev) {
+            return mca_coll_gpucoll_staged_allreduce(sbuf, sdev, rbuf, rdev, count, dtype, op, comm,
+                                                     m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, allreduce, GPUCOLL_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, comm);
+}
+
+static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                              struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host() && is_device(buf)) {
+        return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
+    }
+    GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, buf, count, dtype, root, comm);
+}
+
+static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
+                                  void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+                                  struct ompi_communicator_t* comm,
+                                  mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        if (sdev || rdev) {
+            return mca_coll_gpucoll_staged_allgather(sbuf, sdev, scount, sdtype, rbuf, rdev, rcount,
+                                                     rdtype, comm, m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
+                     rdtype, comm);
+}
+
+static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                       struct ompi_communicator_t* comm,
+                                       mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        if (sdev || rdev) {
+            return mca_coll_gpucoll_staged_reduce_scatter(sbuf, sdev, rbuf, rdev, rcounts, dtype,
+                                                          op, comm, m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcounts, dtype, op,
+                     comm);
+}
+
+static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
+                                             struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                             struct ompi_communicator_t* comm,
+                                             mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        if (sdev || rdev) {
+            return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, sdev, rbuf, rdev, rcount,
+                                                                dtype, op, comm, m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcount,
+                     dtype, op, comm);
+}
+
+static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
+                               struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
+                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        /* rbuf is significant only at the root; elsewhere it may be anything,
+         * including a device pointer, which must not reach the host module. */
+        bool at_root = ompi_comm_rank(comm) == root;
+        bool sdev = is_device(sbuf);
+        bool rdev = is_device(rbuf);
+        if (!at_root && rdev) {
+            rbuf = NULL;
+            rdev = false;
+        }
+        if (sdev || rdev) {
+            return mca_coll_gpucoll_staged_reduce(sbuf, sdev, rbuf, rdev, count, dtype, op, root,
+                                                  comm, m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, reduce, GPUCOLL_COLL_REDUCE, sbuf, rbuf, count, dtype, op, root, comm);
+}
+
+/* inoutbuf = inbuf op inoutbuf on the device, for two device buffers of a
+ * predefined type and op. GPUCOLL_ERR_UNSUPPORTED: stage instead. */
+static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int count,
+                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
+    gpucoll_dtype_t dt;
+    gpucoll_op_t gop;
+    if (!mca_coll_gpucoll_map_dtype(dtype, &dt) || !mca_coll_gpucoll_map_op(op, &gop) ||
+        !gpucoll_op_valid(dt, gop)) {
+        return GPUCOLL_ERR_UNSUPPORTED;
+    }
+    int rc = gpucoll_reduce(inoutbuf, inbuf, inoutbuf, (size_t)count, dt, gop);
+    if (GPUCOLL_SUCCESS == rc) {
+        gpucoll_counters_record(GPUCOLL_COLL_REDUCE_LOCAL, GPUCOLL_PATH_ACCELERATED, 0,
+                                "device-reduce");
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "reduce_local: device-reduce, %d x %s, op %s", count,
+                        gpucoll_dtype_name(dt), gpucoll_op_name(gop));
+    }
+    return rc;
+}
+
+static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int count,
+                                     struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                     mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (!mca_coll_gpucoll_in_host()) {
+        bool idev = is_device(inbuf), iodev = is_device(inoutbuf);
+        if (idev && iodev) {
+            int rc = gpucoll_device_reduce_local(inbuf, inoutbuf, count, dtype, op);
+            if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
+            if (GPUCOLL_ERR_UNSUPPORTED != rc) {
+                return mca_coll_gpucoll_core_error("reduce_local on the device", rc);
+            }
+        }
+        if (idev || iodev) {
+            return mca_coll_gpucoll_staged_reduce_local(inbuf, idev, inoutbuf, iodev, count, dtype,
+                                                        op, m);
+        }
+    }
+    GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, inbuf, inoutbuf, count, dtype, op);
+}
+
+/* ---------------------------------------------------------------------------
+ * Module life cycle
+ * ------------------------------------------------------------------------- */
+
+/* comm->c_coll still holds the lower-priority functions here: keep each
+ * (function, module) pair. A collective nobody below provides is not
+ * intercepted either (its function pointer is cleared before Open MPI
+ * copies ours). */
+#define GPUCOLL_SAVE_PREV(name, id)                                                         \
+    m->prev_##name = comm->c_coll->coll_##name;                                             \
+    m->prev_##name##_module = comm->c_coll->coll_##name##_module;                           \
+    if (NULL != m->prev_##name && NULL != m->prev_##name##_module) {                        \
+        OBJ_RETAIN(m->prev_##name##_module);                                                \
+    } else {                                                                                \
+        m->prev_##name = NULL;                                                              \
+        m->prev_##name##_module = NULL;                                                     \
+        m->super.coll_##name = NULL;                                                        \
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,                                    \
+                        "comm %s: no underlying " #name ", not intercepted", comm->c_name); \
+    }
+
+static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_communicator_t* comm) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_SAVE_PREV)
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): enabled", comm->c_name,
+                    comm->c_contextid);
+    return OMPI_SUCCESS;
+}
+
+#define GPUCOLL_CLEAR_PREV(name, id) \
+    m->prev_##name = NULL;           \
+    m->prev_##name##_module = NULL;
+
+static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_CLEAR_PREV)
+}
+
+#define GPUCOLL_RELEASE_PREV(name, id)        \
+    if (NULL != m->prev_##name##_module) {    \
+        OBJ_RELEASE(m->prev_##name##_module); \
+    }                                         \
+    m->prev_##name = NULL;                    \
+    m->prev_##name##_module = NULL;
+
+static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m){
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)}
+
+OBJ_CLASS_INSTANCE(mca_coll_gpucoll_module_t, mca_coll_base_module_t, gpucoll_module_construct,
+                   gpucoll_module_destruct);
+
+#define GPUCOLL_INSTALL(name, id) m->super.coll_##name = coll_gpucoll_##name;
+
+mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_t* comm) {
+    (void)comm;
+    mca_coll_gpucoll_module_t* m = OBJ_NEW(mca_coll_gpucoll_module_t);
+    if (NULL == m) return NULL;
+    m->super.coll_module_enable = gpucoll_module_enable;
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_INSTALL)
+    return m;
+}

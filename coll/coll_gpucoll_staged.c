@@ -1,1 +1,322 @@
-/* placeholder: replaced by its owner */
+/*
+ * coll_gpucoll_staged.c - collectives on device buffers through host memory.
+ *
+ * For each buffer that is significant on this rank: a host buffer is passed
+ * as it is; a device buffer is replaced by a host staging copy of its whole
+ * span (true extent, so derived datatypes with gaps, negative lower bounds
+ * and user-defined ops work unchanged: the copy is datatype-agnostic). The
+ * saved host function then runs on host buffers only, and the result is
+ * copied back to the device.
+ *
+ * A device buffer is copied in when the collective reads it (send buffers,
+ * MPI_IN_PLACE, the root's bcast buffer, reduce_local's inout) or when its
+ * layout has gaps that the copy back must not overwrite with garbage; an
+ * output buffer whose span is filled completely is not copied in.
+ *
+ * Staging buffers are the library's pinned slots while this thread holds
+ * them; a concurrent staged call in another thread, or a failed pinned
+ * allocation, falls back to ordinary heap memory (never to waiting: a thread
+ * that waited here inside a collective could deadlock against a peer).
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "coll_gpucoll.h"
+
+/* ---------------------------------------------------------------------------
+ * Spans and staged buffers
+ * ------------------------------------------------------------------------- */
+
+/* The bytes that count elements of dtype touch: [user + *lo, + *bytes). */
+static void gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, ptrdiff_t* lo,
+                         size_t* bytes) {
+    ptrdiff_t lb, extent, true_lb, true_extent;
+    *lo = 0;
+    *bytes = 0;
+    if (0 == count) return;
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    ptrdiff_t stride = (ptrdiff_t)(count - 1) * extent; /* negative extents are legal */
+    ptrdiff_t first = true_lb + (stride < 0 ? stride : 0);
+    ptrdiff_t last = true_lb + true_extent + (stride > 0 ? stride : 0);
+    *lo = first;
+    *bytes = (size_t)(last - first);
+}
+
+/* True when a collective that writes count elements of dtype leaves no byte
+ * of their span untouched. */
+static bool gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype) {
+    return count <= INT32_MAX && ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
+}
+
+enum { GPUCOLL_STAGE_MAX = 2 };
+
+typedef struct gpucoll_stage {
+    char* user;   /* the application's pointer */
+    char* host;   /* what the host module gets: host + d addresses the copy of user + d */
+    ptrdiff_t lo; /* the staged span, relative to user */
+    size_t bytes; /* its length */
+    bool device;  /* staged at all */
+    void* heap;   /* heap fallback to free, or NULL */
+} gpucoll_stage_t;
+
+typedef struct gpucoll_staged_call {
+    gpucoll_coll_t coll;
+    bool own_slots; /* this call holds the library's pinned staging slots */
+    uint64_t copied;
+    gpucoll_stage_t buf[GPUCOLL_STAGE_MAX];
+} gpucoll_staged_call_t;
+
+static atomic_flag gpucoll_slots_busy = ATOMIC_FLAG_INIT;
+
+/* Any host address: what a device buffer with an empty span becomes. */
+static char gpucoll_empty_span[1];
+
+static void gpucoll_call_begin(gpucoll_staged_call_t* c, gpucoll_coll_t coll) {
+    *c = (gpucoll_staged_call_t){.coll = coll};
+    c->own_slots = !atomic_flag_test_and_set_explicit(&gpucoll_slots_busy, memory_order_acquire);
+}
+
+static void gpucoll_call_end(gpucoll_staged_call_t* c) {
+    for (int i = 0; i < GPUCOLL_STAGE_MAX; ++i) {
+        free(c->buf[i].heap);
+        c->buf[i].heap = NULL;
+    }
+    if (c->own_slots) atomic_flag_clear_explicit(&gpucoll_slots_busy, memory_order_release);
+    c->own_slots = false;
+}
+
+/* Sets up buffer i for count elements of dtype at user. Host memory (and
+ * MPI_IN_PLACE, NULL) passes through unchanged. */
+static int gpucoll_stage(gpucoll_staged_call_t* c, int i, const void* user, bool device,
+                         size_t count, const struct ompi_datatype_t* dtype) {
+    gpucoll_stage_t* s = &c->buf[i];
+    s->user = (char*)user;
+    s->host = (char*)user;
+    s->device = device;
+    if (!device) return OMPI_SUCCESS;
+    gpucoll_span(count, dtype, &s->lo, &s->bytes);
+    if (0 == s->bytes) {
+        s->host = gpucoll_empty_span - s->lo; /* never dereferenced: nothing to touch */
+        return OMPI_SUCCESS;
+    }
+    void* p = NULL;
+    if (!c->own_slots || GPUCOLL_SUCCESS != gpucoll_staging_buffer(i, s->bytes, &p)) {
+        if (c->own_slots) {
+            GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                            "no pinned staging buffer of %zu bytes (%s): using heap memory",
+                            s->bytes, gpucoll_last_error());
+        }
+        p = s->heap = malloc(s->bytes);
+        if (NULL == p) {
+            GPUCOLL_ERROR("out of host memory staging %zu bytes", s->bytes);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    s->host = (char*)p - s->lo;
+    return OMPI_SUCCESS;
+}
+
+/* Device -> host: the whole staged span of buffer i. */
+static int gpucoll_copy_in(gpucoll_staged_call_t* c, int i) {
+    gpucoll_stage_t* s = &c->buf[i];
+    if (!s->device || 0 == s->bytes) return OMPI_SUCCESS;
+    int rc = gpucoll_memcpy(s->host + s->lo, s->user + s->lo, s->bytes);
+    if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to host", rc);
+    c->copied += s->bytes;
+    return OMPI_SUCCESS;
+}
+
+/* Copies buffer i in if the collective reads it, or if writing count
+ * elements of dtype would leave gaps in the staged span. */
+static int gpucoll_copy_in_if(gpucoll_staged_call_t* c, int i, bool read, size_t count,
+                              const struct ompi_datatype_t* dtype) {
+    if (!read && gpucoll_fills_span(count, dtype)) return OMPI_SUCCESS;
+    return gpucoll_copy_in(c, i);
+}
+
+/* Host -> device: the span of the first count elements of dtype of buffer i. */
+static int gpucoll_copy_out(gpucoll_staged_call_t* c, int i, size_t count,
+                            const struct ompi_datatype_t* dtype) {
+    gpucoll_stage_t* s = &c->buf[i];
+    if (!s->device) return OMPI_SUCCESS;
+    ptrdiff_t lo;
+    size_t bytes;
+    gpucoll_span(count, dtype, &lo, &bytes);
+    if (0 == bytes) return OMPI_SUCCESS;
+    int rc = gpucoll_memcpy(s->user + lo, s->host + lo, bytes);
+    if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
+    c->copied += bytes;
+    return OMPI_SUCCESS;
+}
+
+/* Ends the call: on success counts it as staged. Returns rc. */
+static int gpucoll_call_finish(gpucoll_staged_call_t* c, int rc) {
+    if (OMPI_SUCCESS == rc) {
+        gpucoll_counters_record(c->coll, GPUCOLL_PATH_STAGED, c->copied, "staged");
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "%s: staged (buffer 0: %s %zu B, buffer 1: %s %zu B), %llu B copied%s",
+                        gpucoll_coll_name(c->coll), c->buf[0].device ? "device" : "host",
+                        c->buf[0].bytes, c->buf[1].device ? "device" : "host", c->buf[1].bytes,
+                        (unsigned long long)c->copied,
+                        (c->buf[0].heap || c->buf[1].heap) ? " (heap staging)" : "");
+    }
+    gpucoll_call_end(c);
+    return rc;
+}
+
+#define GPUCOLL_TRY(expr)                  \
+    do {                                   \
+        rc = (expr);                       \
+        if (OMPI_SUCCESS != rc) goto done; \
+    } while (0)
+
+/* Calls the saved host function name on host buffers. */
+#define GPUCOLL_HOST_CALL(m, name, ...)                                \
+    do {                                                               \
+        mca_coll_gpucoll_enter_host();                                 \
+        rc = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module); \
+        mca_coll_gpucoll_leave_host();                                 \
+        if (OMPI_SUCCESS != rc) goto done;                             \
+    } while (0)
+
+/* ---------------------------------------------------------------------------
+ * The collectives
+ * ------------------------------------------------------------------------- */
+
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                      struct ompi_communicator_t* comm,
+                                      mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool in_place = MPI_IN_PLACE == sbuf;
+    size_t n = (size_t)count;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_ALLREDUCE);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, n, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, n, dtype));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, n, dtype));
+    GPUCOLL_HOST_CALL(m, allreduce, c.buf[0].host, c.buf[1].host, count, dtype, op, comm);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                                  struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool at_root = ompi_comm_rank(comm) == root;
+    size_t n = (size_t)count;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_BCAST);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, buf, true, n, dtype));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 0, at_root, n, dtype));
+    GPUCOLL_HOST_CALL(m, bcast, c.buf[0].host, count, dtype, root, comm);
+    if (!at_root) GPUCOLL_TRY(gpucoll_copy_out(&c, 0, n, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, bool rdev,
+                                      int rcount, struct ompi_datatype_t* rdtype,
+                                      struct ompi_communicator_t* comm,
+                                      mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool in_place = MPI_IN_PLACE == sbuf;
+    size_t rtotal = (size_t)ompi_comm_size(comm) * (size_t)rcount;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_ALLGATHER);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, (size_t)scount, sdtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rtotal, rdtype));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, rtotal, rdtype));
+    GPUCOLL_HOST_CALL(m, allgather, c.buf[0].host, scount, sdtype, c.buf[1].host, rcount, rdtype,
+                      comm);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, rtotal, rdtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, bool sdev, void* rbuf, bool rdev,
+                                           const int* rcounts, struct ompi_datatype_t* dtype,
+                                           struct ompi_op_t* op, struct ompi_communicator_t* comm,
+                                           mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool in_place = MPI_IN_PLACE == sbuf;
+    size_t total = 0;
+    for (int i = 0, size = ompi_comm_size(comm); i < size; ++i) total += (size_t)rcounts[i];
+    size_t mine = (size_t)rcounts[ompi_comm_rank(comm)];
+    /* In place, rbuf holds the whole input; the result is its first part. */
+    size_t rin = in_place ? total : mine;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_SCATTER);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, total, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rin, dtype));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, mine, dtype));
+    GPUCOLL_HOST_CALL(m, reduce_scatter, c.buf[0].host, c.buf[1].host, rcounts, dtype, op, comm);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, mine, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, bool sdev, void* rbuf, bool rdev,
+                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 struct ompi_op_t* op,
+                                                 struct ompi_communicator_t* comm,
+                                                 mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool in_place = MPI_IN_PLACE == sbuf;
+    size_t mine = (size_t)rcount;
+    size_t total = (size_t)ompi_comm_size(comm) * mine;
+    size_t rin = in_place ? total : mine;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, total, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rin, dtype));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, mine, dtype));
+    GPUCOLL_HOST_CALL(m, reduce_scatter_block, c.buf[0].host, c.buf[1].host, rcount, dtype, op,
+                      comm);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, mine, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
+                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    bool in_place = MPI_IN_PLACE == sbuf;
+    size_t n = (size_t)count;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, n, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, n, dtype)); /* rdev only at the root */
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, n, dtype));
+    GPUCOLL_HOST_CALL(m, reduce, c.buf[0].host, c.buf[1].host, count, dtype, op, root, comm);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}
+
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* inoutbuf,
+                                         bool inoutdev, int count, struct ompi_datatype_t* dtype,
+                                         struct ompi_op_t* op, mca_coll_gpucoll_module_t* m) {
+    gpucoll_staged_call_t c;
+    int rc;
+    size_t n = (size_t)count;
+    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_LOCAL);
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, inbuf, indev, n, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 1, inoutbuf, inoutdev, n, dtype));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
+    GPUCOLL_TRY(gpucoll_copy_in(&c, 1));
+    GPUCOLL_HOST_CALL(m, reduce_local, c.buf[0].host, c.buf[1].host, count, dtype, op);
+    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
+done:
+    return gpucoll_call_finish(&c, rc);
+}

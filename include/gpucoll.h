@@ -186,8 +186,10 @@ GPUCOLL_EXPORT int gpucoll_staging_buffer(int slot, size_t bytes, void **host);
 GPUCOLL_EXPORT void gpucoll_staging_release(void);
 
 /* dst[i] = a[i] op b[i] for count elements, on the device (dst may equal a or b).
- * Every pointer may be host or device memory of the active backend.
- * GPUCOLL_ERR_UNSUPPORTED when the backend cannot do (dtype, op). */
+ * Every pointer must be device memory of the active backend
+ * (GPUCOLL_ERR_INVALID_ARG otherwise: a GPU kernel cannot read pageable host
+ * memory). GPUCOLL_ERR_UNSUPPORTED when the backend cannot do (dtype, op),
+ * e.g. long double on CUDA: stage through host memory instead. */
 GPUCOLL_EXPORT int gpucoll_reduce(void *dst, const void *a, const void *b, size_t count,
                                   gpucoll_dtype_t dtype, gpucoll_op_t op);
 

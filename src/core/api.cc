@@ -148,6 +148,10 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
     if (count == 0) return GPUCOLL_SUCCESS;
     Device* d = nullptr;
     if (int s = require_device(&d)) return s;
+    for (const void* p : {static_cast<const void*>(dst), a, b})
+        if (gpucoll_mem_type(p) != GPUCOLL_MEM_DEVICE)
+            return set_error(GPUCOLL_ERR_INVALID_ARG,
+                             "gpucoll_reduce: %p is not device memory; stage host operands", p);
     // Device::reduce allows dst to alias only the first source; every
     // predefined op is commutative, so put the aliased operand first.
     const void* srcs[2] = {a, b};

@@ -86,8 +86,12 @@ TEST_F(Api, ReduceAcceptsEitherOperandAsDestination) {
         << gpucoll_last_error();
     ASSERT_EQ(gpucoll_memcpy(out.data(), db, n * sizeof(double)), 0);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
-    // dst aliases the first operand; host operand mixed in
-    ASSERT_EQ(gpucoll_reduce(da, da, b.data(), n, GPUCOLL_DOUBLE, GPUCOLL_OP_MAX), 0);
+    // host operands are refused: a GPU kernel could not read them
+    EXPECT_EQ(gpucoll_reduce(da, da, b.data(), n, GPUCOLL_DOUBLE, GPUCOLL_OP_MAX),
+              GPUCOLL_ERR_INVALID_ARG);
+    // dst aliases the first operand
+    ASSERT_EQ(gpucoll_memcpy(db, b.data(), n * sizeof(double)), 0);
+    ASSERT_EQ(gpucoll_reduce(da, da, db, n, GPUCOLL_DOUBLE, GPUCOLL_OP_MAX), 0);
     ASSERT_EQ(gpucoll_memcpy(out.data(), da, n * sizeof(double)), 0);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(a[i], b[i])) << i;
     EXPECT_EQ(gpucoll_reduce(da, da, db, n, GPUCOLL_DOUBLE, GPUCOLL_OP_BAND),

@@ -1,1 +1,96 @@
+// cuda_check.h - CUDA runtime errors as gpucoll statuses, and a scoped switch
+// of the calling thread's current device. Included only by the cuda backend.
 #pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "common/status.h"
+
+#if CUDART_VERSION < 12000
+#error \
+    "gpucoll's cuda backend needs CUDA 12.0 or newer; configure --without-cuda to build without it"
+#endif
+
+namespace gpucoll::cuda {
+
+// What the user can do about e; "" when the CUDA message says it all.
+inline const char* error_hint(cudaError_t e) {
+    switch (e) {
+        case cudaErrorNoDevice:
+            return " (no GPU is visible to this process: check nvidia-smi and "
+                   "CUDA_VISIBLE_DEVICES)";
+        case cudaErrorInsufficientDriver:
+        case cudaErrorCompatNotSupportedOnDevice:
+            return " (the NVIDIA driver is missing or older than the CUDA runtime gpucoll was built"
+                   " with: install a newer driver, or rebuild gpucoll with an older CUDA toolkit)";
+        case cudaErrorMemoryAllocation:
+            return " (device memory is exhausted: free buffers or use smaller messages)";
+        case cudaErrorNoKernelImageForDevice:
+        case cudaErrorUnsupportedPtxVersion:
+            return " (gpucoll's kernels were not built for this GPU: reconfigure with"
+                   " --with-cuda-arch listing its compute capability, e.g. \"80 90 100\")";
+        case cudaErrorIllegalAddress:
+        case cudaErrorLaunchFailure:
+        case cudaErrorMisalignedAddress:
+        case cudaErrorIllegalInstruction:
+        case cudaErrorHardwareStackError:
+        case cudaErrorInvalidPc:
+        case cudaErrorAssert:
+            return " (a kernel faulted: the CUDA context is unusable and the process must exit;"
+                   " run under compute-sanitizer to find the faulting access)";
+        case cudaErrorPeerAccessUnsupported:
+            return " (these two GPUs cannot access each other's memory directly)";
+        default:
+            return "";
+    }
+}
+
+// Turns the result of a CUDA runtime call into a Status. On failure it records
+// "<what> failed: <CUDA's description> (<error name>)<hint>" as the calling
+// thread's last error, and clears CUDA's own last-error state so that a
+// non-sticky error does not resurface from an unrelated later call.
+// `what` is printf-style: name the call and what it was asked to do.
+inline Status check(cudaError_t e, const char* what, ...) __attribute__((format(printf, 2, 3)));
+inline Status check(cudaError_t e, const char* what, ...) {
+    if (e == cudaSuccess) return kSuccess;
+    (void)cudaGetLastError();
+    char call[256];
+    va_list ap;
+    va_start(ap, what);
+    std::vsnprintf(call, sizeof call, what, ap);
+    va_end(ap);
+    const Status s =
+        e == cudaErrorMemoryAllocation ? GPUCOLL_ERR_OUT_OF_MEMORY : GPUCOLL_ERR_DEVICE;
+    return set_error(s, "%s failed: %s (%s)%s", call, cudaGetErrorString(e), cudaGetErrorName(e),
+                     error_hint(e));
+}
+
+// Makes a device current for the calling thread while the guard lives, and
+// restores the previous one afterwards. Cheap when the device already is
+// current (one cudaGetDevice, no switch).
+class ScopedDevice {
+public:
+    ScopedDevice() = default;
+    ScopedDevice(const ScopedDevice&) = delete;
+    ScopedDevice& operator=(const ScopedDevice&) = delete;
+    ~ScopedDevice() {
+        if (previous_ >= 0) (void)cudaSetDevice(previous_);
+    }
+
+    Status enter(int device) {
+        int current = -1;
+        GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
+        if (current == device) return kSuccess;
+        GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
+        previous_ = current;
+        return kSuccess;
+    }
+
+private:
+    int previous_ = -1;
+};
+
+}  // namespace gpucoll::cuda

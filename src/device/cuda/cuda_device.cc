@@ -1,1 +1,568 @@
-/* placeholder: replaced by its owner */
+// cuda_device.cc - the Device interface on the CUDA runtime.
+//
+// cudart is linked statically and the driver API is reached only through
+// entry points resolved at run time (cudaGetDriverEntryPointByVersion), so the
+// library loads, and cuda_device_present() answers false quietly, on machines
+// without an NVIDIA driver.
+//
+// Which GPU: work without a stream runs on the calling thread's current device
+// (as cudaMalloc does), so an application that calls cudaSetDevice after
+// MPI_Init is served on the device it chose. A Stream remembers the device it
+// was created on, and kernels enqueued on it switch to that device for the
+// launch. Work without a stream goes to the legacy default stream and is waited
+// for, so it is also ordered after the application's work on blocking streams.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_set>
+
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_pool.h"
+#include "device/cuda/cuda_reduce.h"
+#include "device/device.h"
+
+namespace gpucoll {
+namespace cuda {
+namespace {
+
+CUdeviceptr device_address(const void* p) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+// ---- driver entry points ------------------------------------------------------------
+
+class DriverApi {
+public:
+    Status load() {
+        GPUCOLL_TRY(resolve("cuMemGetAddressRange", &mem_get_address_range_));
+        GPUCOLL_TRY(resolve("cuPointerGetAttribute", &pointer_get_attribute_));
+        return resolve("cuGetErrorString", &get_error_string_);
+    }
+
+    // Base and size of the allocation holding ptr.
+    Status address_range(const void* ptr, void** base, size_t* size) const {
+        CUdeviceptr b = 0;
+        GPUCOLL_TRY(check(mem_get_address_range_(&b, size, device_address(ptr)),
+                          "cuMemGetAddressRange(%p)", ptr));
+        *base = reinterpret_cast<void*>(static_cast<uintptr_t>(b));
+        return kSuccess;
+    }
+
+    Status buffer_id(const void* ptr, uint64_t* id) const {
+        unsigned long long v = 0;
+        GPUCOLL_TRY(
+            check(pointer_get_attribute_(&v, CU_POINTER_ATTRIBUTE_BUFFER_ID, device_address(ptr)),
+                  "cuPointerGetAttribute(BUFFER_ID, %p)", ptr));
+        *id = v;
+        return kSuccess;
+    }
+
+    // False when the allocation holding ptr comes from a stream-ordered pool or
+    // the virtual memory API, which cudaIpcGetMemHandle cannot export; true
+    // also when the driver cannot tell (cudaIpcGetMemHandle then decides).
+    bool legacy_ipc_capable(const void* ptr) const {
+        // The driver documents a boolean without its width; a zeroed 64-bit
+        // word reads right whether it writes 1, 4 or 8 bytes (little endian).
+        uint64_t capable = 0;
+        const CUresult r = pointer_get_attribute_(
+            &capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, device_address(ptr));
+        return r != CUDA_SUCCESS || capable != 0;
+    }
+
+private:
+    template <typename Fn>
+    static Status resolve(const char* symbol, Fn* fn) {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        // The ABI of each function as of CUDA 12.0, whatever the driver version.
+        const cudaError_t e =
+            cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
+#else
+        const cudaError_t e = cudaGetDriverEntryPoint(symbol, &p, cudaEnableDefault, &found);
+#endif
+        GPUCOLL_TRY(cuda::check(e, "looking up the driver function %s", symbol));
+        if (found != cudaDriverEntryPointSuccess || p == nullptr) {
+            return set_error(GPUCOLL_ERR_DEVICE,
+                             "the NVIDIA driver does not provide %s (lookup result %d): install "
+                             "a driver for CUDA 12.0 or newer",
+                             symbol, static_cast<int>(found));
+        }
+        *fn = reinterpret_cast<Fn>(p);
+        return kSuccess;
+    }
+
+    Status check(CUresult r, const char* what, ...) const __attribute__((format(printf, 3, 4)));
+
+    PFN_cuMemGetAddressRange_v3020 mem_get_address_range_ = nullptr;
+    PFN_cuPointerGetAttribute_v4000 pointer_get_attribute_ = nullptr;
+    PFN_cuGetErrorString_v6000 get_error_string_ = nullptr;
+};
+
+Status DriverApi::check(CUresult r, const char* what, ...) const {
+    if (r == CUDA_SUCCESS) return kSuccess;
+    char call[192];
+    va_list ap;
+    va_start(ap, what);
+    std::vsnprintf(call, sizeof call, what, ap);
+    va_end(ap);
+    const char* text = nullptr;
+    if (get_error_string_(r, &text) != CUDA_SUCCESS || text == nullptr) text = "unknown error";
+    return set_error(GPUCOLL_ERR_DEVICE, "%s failed: %s (CUresult %d)", call, text,
+                     static_cast<int>(r));
+}
+
+// ---- streams ---------------------------------------------------------------------------
+
+class CudaStream final : public Stream {
+public:
+    CudaStream(cudaStream_t stream, int device) : stream_(stream), device_(device) {}
+    CudaStream(const CudaStream&) = delete;
+    CudaStream& operator=(const CudaStream&) = delete;
+    // Work still queued completes; the stream's resources go when it has.
+    ~CudaStream() override {
+        (void)cudaStreamDestroy(stream_);
+        (void)cudaGetLastError();
+    }
+
+    Status synchronize() override {
+        return check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (device %d)", device_);
+    }
+
+    cudaStream_t handle() const { return stream_; }
+    int device() const { return device_; }
+
+private:
+    cudaStream_t stream_;
+    int device_;
+};
+
+// The CudaStream behind stream (nullptr: synchronous work); INVALID_ARG if the
+// stream belongs to another backend.
+Status as_cuda_stream(Stream* stream, CudaStream** out) {
+    *out = nullptr;
+    if (stream == nullptr) return kSuccess;
+    *out = dynamic_cast<CudaStream*>(stream);
+    if (*out == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "cuda device: the stream was not created by the cuda device");
+    }
+    return kSuccess;
+}
+
+// ---- IPC -------------------------------------------------------------------------------
+
+// What travels in IpcHandle::bytes. No padding, so equal exports compare equal
+// byte for byte.
+struct IpcWire {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t process;  // exporter's process_token()
+    uint64_t base;     // exporter's address of the allocation
+    uint64_t size;
+    uint64_t buffer_id;
+    int32_t pid;
+    int32_t device;
+    cudaIpcMemHandle_t handle;
+};
+static_assert(sizeof(IpcWire) <= sizeof(IpcHandle::bytes));
+static_assert(sizeof(IpcWire) == 48 + sizeof(cudaIpcMemHandle_t), "IpcWire must have no padding");
+static_assert(std::is_trivially_copyable_v<IpcWire>);
+constexpr uint32_t kIpcMagic = 0x44554347;  // "GCUD"
+constexpr uint32_t kIpcVersion = 1;
+
+// Distinguishes this process from any other, also across pid namespaces.
+uint64_t process_token() {
+    static const uint64_t token = [] {
+        static const int anchor = 0;  // its address differs between processes (ASLR)
+        uint64_t x =
+            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+            (static_cast<uint64_t>(getpid()) << 40) ^ reinterpret_cast<uintptr_t>(&anchor);
+        x += 0x9e3779b97f4a7c15ULL;  // splitmix64 finaliser
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+    }();
+    return token;
+}
+
+// A peer's allocation opened with cudaIpcOpenMemHandle (closed on destruction),
+// or this process's own allocation (an alias: nothing to close).
+class CudaIpcMapping final : public IpcMapping {
+public:
+    CudaIpcMapping(void* address, size_t size, int device, bool opened)
+        : address_(address), size_(size), device_(device), opened_(opened) {}
+    CudaIpcMapping(const CudaIpcMapping&) = delete;
+    CudaIpcMapping& operator=(const CudaIpcMapping&) = delete;
+    ~CudaIpcMapping() override {
+        if (!opened_) return;
+        int current = -1;
+        if (cudaGetDevice(&current) == cudaSuccess &&
+            (current == device_ || cudaSetDevice(device_) == cudaSuccess)) {
+            (void)cudaIpcCloseMemHandle(address_);
+            if (current != device_) (void)cudaSetDevice(current);
+        }
+        (void)cudaGetLastError();
+    }
+
+    void* address() const override { return address_; }
+    size_t size() const override { return size_; }
+
+private:
+    void* address_;
+    size_t size_;
+    int device_;
+    bool opened_;
+};
+
+// ---- the device ------------------------------------------------------------------------
+
+class CudaDevice final : public Device {
+public:
+    explicit CudaDevice(int device_count)
+        : device_count_(device_count),
+          max_blocks_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(device_count))) {}
+
+    Status init() { return driver_.load(); }
+
+    const char* name() const override { return "cuda"; }
+
+    Status query(const void* ptr, PointerInfo* info) override;
+    Status alloc(void** ptr, size_t bytes) override;
+    Status free(void* ptr) override;
+    Status alloc_host(void** ptr, size_t bytes) override;
+    Status free_host(void* ptr) override;
+
+    Status create_stream(std::unique_ptr<Stream>* out) override;
+    Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) override;
+
+    Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
+                  gpucoll_op_t op, Stream* stream) override;
+
+    Status ipc_export(void* base, IpcHandle* handle) override;
+    Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) override;
+
+private:
+    // Blocks that fill the device (all SMs at full occupancy of kReduceBlock
+    // threads), queried once per device.
+    Status max_blocks(int device, int* out);
+
+    DriverApi driver_;
+    int device_count_;
+    std::unique_ptr<std::atomic<int>[]> max_blocks_;  // 0: not queried yet
+
+    // Allocations of 0 bytes get 1 byte from cudaMalloc but report size 0.
+    // Keyed on the buffer id, which CUDA never reuses, so a stale entry (memory
+    // freed behind our back) can never match a later allocation.
+    std::mutex zero_sized_mutex_;
+    std::unordered_set<uint64_t> zero_sized_;
+};
+
+Status CudaDevice::query(const void* ptr, PointerInfo* info) {
+    if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda query: info is NULL");
+    *info = PointerInfo{};
+    if (ptr == nullptr) return kSuccess;
+    cudaPointerAttributes attr{};
+    const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
+    if (e == cudaErrorInvalidValue) {
+        // Memory CUDA does not know (drivers before CUDA 11 report it this
+        // way): host memory. Clear the error so that it does not resurface.
+        (void)cudaGetLastError();
+        return kSuccess;
+    }
+    GPUCOLL_TRY(check(e, "cudaPointerGetAttributes(%p)", ptr));
+    // Pinned, managed and unregistered memory are all reachable by the host.
+    if (attr.type != cudaMemoryTypeDevice) return kSuccess;
+    // The driver queries below act on the current context.
+    ScopedDevice on_device;
+    GPUCOLL_TRY(on_device.enter(attr.device));
+    GPUCOLL_TRY(driver_.address_range(ptr, &info->base, &info->size));
+    GPUCOLL_TRY(driver_.buffer_id(ptr, &info->buffer_id));
+    if (info->size == 1) {
+        std::lock_guard<std::mutex> lock(zero_sized_mutex_);
+        if (zero_sized_.count(info->buffer_id) != 0) info->size = 0;
+    }
+    info->type = GPUCOLL_MEM_DEVICE;
+    info->device = attr.device;
+    return kSuccess;
+}
+
+Status CudaDevice::alloc(void** ptr, size_t bytes) {
+    if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda alloc: ptr is NULL");
+    *ptr = nullptr;
+    // bytes == 0 still yields a unique, valid pointer.
+    GPUCOLL_TRY(
+        check(cudaMalloc(ptr, std::max<size_t>(bytes, 1)), "cudaMalloc of %zu bytes", bytes));
+    if (bytes > 0) return kSuccess;
+    uint64_t id = 0;
+    Status s = driver_.buffer_id(*ptr, &id);
+    if (s == kSuccess) {
+        std::lock_guard<std::mutex> lock(zero_sized_mutex_);
+        zero_sized_.insert(id);
+    } else {
+        (void)cudaFree(*ptr);
+        *ptr = nullptr;
+    }
+    return s;
+}
+
+Status CudaDevice::free(void* ptr) {
+    if (ptr == nullptr) return kSuccess;
+    uint64_t zero_sized_id = 0;
+    {
+        std::lock_guard<std::mutex> lock(zero_sized_mutex_);
+        uint64_t id = 0;
+        if (!zero_sized_.empty() && driver_.buffer_id(ptr, &id) == kSuccess &&
+            zero_sized_.count(id) != 0) {
+            zero_sized_id = id;
+        }
+    }
+    const cudaError_t e = cudaFree(ptr);
+    if (e == cudaSuccess && zero_sized_id != 0) {
+        std::lock_guard<std::mutex> lock(zero_sized_mutex_);
+        zero_sized_.erase(zero_sized_id);
+    }
+    if (e == cudaErrorInvalidValue || e == cudaErrorInvalidDevicePointer) {
+        (void)cudaGetLastError();
+        return set_error(GPUCOLL_ERR_NOT_FOUND,
+                         "cuda free: %p is not the start of a live device allocation (already "
+                         "freed, or not from gpucoll_malloc_device/cudaMalloc)",
+                         ptr);
+    }
+    return check(e, "cudaFree(%p)", ptr);
+}
+
+Status CudaDevice::alloc_host(void** ptr, size_t bytes) {
+    if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda alloc_host: ptr is NULL");
+    *ptr = nullptr;
+    // Portable: pinned for every device of the process, not only the current one.
+    return check(cudaHostAlloc(ptr, std::max<size_t>(bytes, 1), cudaHostAllocPortable),
+                 "cudaHostAlloc of %zu pinned bytes", bytes);
+}
+
+Status CudaDevice::free_host(void* ptr) {
+    if (ptr == nullptr) return kSuccess;
+    return check(cudaFreeHost(ptr), "cudaFreeHost(%p)", ptr);
+}
+
+Status CudaDevice::create_stream(std::unique_ptr<Stream>* out) {
+    if (out == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda create_stream: out is NULL");
+    int device = -1;
+    GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+    cudaStream_t stream = nullptr;
+    GPUCOLL_TRY(check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags (device %d)", device));
+    *out = std::make_unique<CudaStream>(stream, device);
+    return kSuccess;
+}
+
+Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    if (bytes == 0) return kSuccess;
+    if (dst == nullptr || src == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda memcpy: NULL pointer for %zu bytes", bytes);
+    }
+    if (cuda_stream != nullptr) {
+        // Copies may be enqueued on a stream of another device than the current one.
+        return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream->handle()),
+                     "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
+    }
+    // cudaMemcpy may return before a copy from pageable memory reaches the
+    // device; waiting for the stream makes the copy complete on return.
+    GPUCOLL_TRY(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy),
+                      "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes));
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a copy of %zu bytes", bytes);
+}
+
+Status CudaDevice::max_blocks(int device, int* out) {
+    if (device < 0 || device >= device_count_) {
+        return set_error(GPUCOLL_ERR_DEVICE, "cuda device: device ordinal %d outside 0..%d", device,
+                         device_count_ - 1);
+    }
+    std::atomic<int>& cached = max_blocks_[static_cast<size_t>(device)];
+    int blocks = cached.load(std::memory_order_relaxed);
+    if (blocks == 0) {
+        int sms = 0;
+        int threads = 0;
+        GPUCOLL_TRY(check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                          "cudaDeviceGetAttribute(MultiProcessorCount, %d)", device));
+        GPUCOLL_TRY(
+            check(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device),
+                  "cudaDeviceGetAttribute(MaxThreadsPerMultiProcessor, %d)", device));
+        blocks = std::max(1, sms) * std::max(1, threads / kReduceBlock);
+        cached.store(blocks, std::memory_order_relaxed);  // racing threads store the same value
+    }
+    *out = blocks;
+    return kSuccess;
+}
+
+Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
+                          gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    ScopedDevice on_device;
+    int device = -1;
+    if (cuda_stream != nullptr) {
+        device = cuda_stream->device();
+        GPUCOLL_TRY(on_device.enter(device));  // kernels run only on their stream's device
+    } else {
+        GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+    }
+    int blocks = 0;
+    GPUCOLL_TRY(max_blocks(device, &blocks));
+    if (cuda_stream != nullptr) {
+        return launch_reduce(dst, srcs, nsrc, count, dtype, op, blocks, cuda_stream->handle());
+    }
+    GPUCOLL_TRY(launch_reduce(dst, srcs, nsrc, count, dtype, op, blocks, cudaStreamLegacy));
+    if (count == 0) return kSuccess;
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a reduction of %zu elements",
+                 count);
+}
+
+Status CudaDevice::ipc_export(void* base, IpcHandle* handle) {
+    if (handle == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda ipc_export: handle is NULL");
+    PointerInfo info;
+    GPUCOLL_TRY(query(base, &info));
+    if (info.type != GPUCOLL_MEM_DEVICE) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda ipc_export: %p is not device memory", base);
+    }
+    if (info.base != base) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "cuda ipc_export: %p is inside the allocation that starts at %p; export "
+                         "the start (PointerInfo::base) and add the offset after import",
+                         base, info.base);
+    }
+    ScopedDevice on_device;
+    GPUCOLL_TRY(on_device.enter(info.device));
+    const char* const kUnsupported =
+        "cuda ipc_export: the allocation at %p (%zu bytes) comes from a stream-ordered pool "
+        "(cudaMallocAsync) or the virtual memory API (cuMemCreate), which legacy CUDA IPC "
+        "cannot export; copy through a scratch buffer instead";
+    if (!driver_.legacy_ipc_capable(base)) {
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, kUnsupported, base, info.size);
+    }
+    IpcWire wire{};
+    const cudaError_t e = cudaIpcGetMemHandle(&wire.handle, base);
+    if (e == cudaErrorInvalidValue || e == cudaErrorNotSupported ||
+        e == cudaErrorInvalidDevicePointer) {
+        (void)cudaGetLastError();
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, kUnsupported, base, info.size);
+    }
+    GPUCOLL_TRY(check(e, "cudaIpcGetMemHandle(%p)", base));
+    wire.magic = kIpcMagic;
+    wire.version = kIpcVersion;
+    wire.process = process_token();
+    wire.base = reinterpret_cast<uintptr_t>(base);
+    wire.size = info.size;
+    wire.buffer_id = info.buffer_id;
+    wire.pid = static_cast<int32_t>(getpid());
+    wire.device = info.device;
+    std::memset(handle->bytes, 0, sizeof handle->bytes);
+    std::memcpy(handle->bytes, &wire, sizeof wire);
+    return kSuccess;
+}
+
+Status CudaDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) {
+    if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda ipc_import: out is NULL");
+    IpcWire wire;
+    std::memcpy(&wire, handle.bytes, sizeof wire);
+    if (wire.magic != kIpcMagic || wire.version != kIpcVersion) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "cuda ipc_import: not a handle from gpucoll's cuda backend version %u "
+                         "(was the peer built differently, or using the emu backend?)",
+                         kIpcVersion);
+    }
+    if (wire.process == process_token() && wire.pid == static_cast<int32_t>(getpid())) {
+        // CUDA cannot open a process's own handle; the allocation is right here.
+        *out = std::make_unique<CudaIpcMapping>(
+            reinterpret_cast<void*>(static_cast<uintptr_t>(wire.base)), wire.size, wire.device,
+            false);
+        return kSuccess;
+    }
+    int device = -1;
+    GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+    void* address = nullptr;
+    GPUCOLL_TRY(check(cudaIpcOpenMemHandle(&address, wire.handle, cudaIpcMemLazyEnablePeerAccess),
+                      "cudaIpcOpenMemHandle (%llu bytes on device %d of pid %d, opened on device "
+                      "%d; is the exporter alive with the allocation not freed, and can the two "
+                      "GPUs reach each other?)",
+                      static_cast<unsigned long long>(wire.size), wire.device, wire.pid, device));
+    *out = std::make_unique<CudaIpcMapping>(address, wire.size, device, true);
+    return kSuccess;
+}
+
+// kSuccess if CUDA sees a GPU; otherwise NO_BACKEND with the reason.
+Status require_device() {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaSuccess && count > 0) return kSuccess;
+    std::string reason;
+    if (e != cudaSuccess) {
+        (void)check(e, "cudaGetDeviceCount");
+        reason = last_error();
+    } else {
+        reason = "cudaGetDeviceCount found no device";
+    }
+    return set_error(GPUCOLL_ERR_NO_BACKEND,
+                     "cuda backend unavailable: %s. Without a GPU, select the emulated device "
+                     "(GPUCOLL_DEVICE=emu, or the MCA parameter coll_gpucoll_device=emu)",
+                     reason.c_str());
+}
+
+}  // namespace
+
+Status alloc_pool_memory(void** ptr, size_t bytes) {
+    if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "alloc_pool_memory: ptr is NULL");
+    *ptr = nullptr;
+    GPUCOLL_TRY(require_device());
+    GPUCOLL_TRY(check(cudaMallocAsync(ptr, std::max<size_t>(bytes, 1), cudaStreamLegacy),
+                      "cudaMallocAsync of %zu bytes", bytes));
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for cudaMallocAsync");
+}
+
+Status free_pool_memory(void* ptr) {
+    if (ptr == nullptr) return kSuccess;
+    GPUCOLL_TRY(check(cudaFreeAsync(ptr, cudaStreamLegacy), "cudaFreeAsync(%p)", ptr));
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for cudaFreeAsync");
+}
+
+}  // namespace cuda
+
+bool cuda_device_present() {
+    static const bool present = [] {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return count > 0;
+    }();
+    return present;
+}
+
+std::unique_ptr<Device> make_cuda_device() {
+    if (cuda::require_device() != kSuccess) return nullptr;
+    int count = 0;
+    if (cuda::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount") != kSuccess) return nullptr;
+    auto device = std::make_unique<cuda::CudaDevice>(count);
+    if (device->init() != kSuccess) return nullptr;  // init set the message
+    return device;
+}
+
+}  // namespace gpucoll

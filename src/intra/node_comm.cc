@@ -179,6 +179,13 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
 }
 
 NodeComm::~NodeComm() {
+    // Every peer has posted our last call (so it finished the ones before),
+    // and if that call ran accelerated, finished it too. Not after a failure.
+    if (seq_ > 0 && !aborted()) {
+        const uint64_t step = last_accelerated_ == seq_ ? kStepDone : 0;
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_ && wait_progress(p, progress_word(seq_, step)) != kSuccess) break;
+    }
     // Peers' mappings go first, then our own buffers; the segment unmaps last.
     scratch_mappings_.clear();
 }
@@ -324,6 +331,7 @@ int NodeComm::run(const gpucoll_call_t& call) {
     for (int p = 0; p < size_; ++p)
         if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
 
+    last_accelerated_ = seq;
     if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s);
     ctx.signal(kStepDone);
     log(10, "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu rounds (%s)",

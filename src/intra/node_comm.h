@@ -80,6 +80,8 @@ public:
     // somewhere): the answer is the same on every rank.
     static Status create(const gpucoll_bootstrap_t& bootstrap, const gpucoll_comm_config_t& config,
                          std::unique_ptr<NodeComm>* out);
+    // Waits until no peer can still read our buffers (a one-shot peer may be
+    // reading our scratch after we returned), then releases everything.
     ~NodeComm();
 
     // gpucoll_comm_run: GPUCOLL_SUCCESS, GPUCOLL_DECLINED or an error.
@@ -128,6 +130,7 @@ private:
     SharedSegment segment_;
     std::vector<int> pids_;
     uint64_t seq_ = 0;
+    uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
     bool poisoned_ = false;
 
     size_t scratch_slot_bytes_ = 0;

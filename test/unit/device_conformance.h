@@ -1,1 +1,575 @@
+// device_conformance.h - the behaviour every Device backend must show,
+// as a value-parameterised GoogleTest suite. A backend's test file
+// instantiates it:
+//
+//   INSTANTIATE_TEST_SUITE_P(Emu, DeviceConformance,
+//                            ::testing::Values(DeviceFactory{"emu", gpucoll::make_emu_device}),
+//                            DeviceFactoryName);
+//
+// A factory that returns nullptr (backend not available here) skips the
+// suite with the backend's reason.
 #pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "device/device.h"
+#include "reduce_reference.h"
+
+struct DeviceFactory {
+    const char* name;
+    std::function<std::unique_ptr<gpucoll::Device>()> make;
+};
+
+inline void PrintTo(const DeviceFactory& factory, std::ostream* os) { *os << factory.name; }
+
+// Test name suffix: the backend's name.
+inline std::string DeviceFactoryName(const ::testing::TestParamInfo<DeviceFactory>& info) {
+    return info.param.name;
+}
+
+#define ASSERT_DEV_OK(expr) ASSERT_EQ((expr), GPUCOLL_SUCCESS) << gpucoll::last_error()
+#define EXPECT_DEV_OK(expr) EXPECT_EQ((expr), GPUCOLL_SUCCESS) << gpucoll::last_error()
+
+namespace conformance {
+
+// Device memory owned by a test; freed on scope exit.
+class DeviceMemory {
+public:
+    DeviceMemory(gpucoll::Device* dev, size_t bytes) : dev_(dev) {
+        status_ = dev_->alloc(&ptr_, bytes);
+    }
+    ~DeviceMemory() {
+        if (ptr_ != nullptr) dev_->free(ptr_);
+    }
+    DeviceMemory(const DeviceMemory&) = delete;
+    DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+    gpucoll::Status status() const { return status_; }
+    std::byte* get() const { return static_cast<std::byte*>(ptr_); }
+
+private:
+    gpucoll::Device* dev_;
+    void* ptr_ = nullptr;
+    gpucoll::Status status_;
+};
+
+// Pinned host memory owned by a test.
+class PinnedMemory {
+public:
+    PinnedMemory(gpucoll::Device* dev, size_t bytes) : dev_(dev) {
+        status_ = dev_->alloc_host(&ptr_, bytes);
+    }
+    ~PinnedMemory() {
+        if (ptr_ != nullptr) dev_->free_host(ptr_);
+    }
+    PinnedMemory(const PinnedMemory&) = delete;
+    PinnedMemory& operator=(const PinnedMemory&) = delete;
+
+    gpucoll::Status status() const { return status_; }
+    unsigned char* get() const { return static_cast<unsigned char*>(ptr_); }
+
+private:
+    gpucoll::Device* dev_;
+    void* ptr_ = nullptr;
+    gpucoll::Status status_;
+};
+
+inline std::vector<unsigned char> byte_pattern(size_t bytes, unsigned seed) {
+    std::vector<unsigned char> v(bytes);
+    for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<unsigned char>(i * 131 + seed + i / 251);
+    return v;
+}
+
+// Types a backend may legitimately not reduce (no native type on the device).
+inline bool may_be_unsupported(gpucoll_dtype_t d) {
+    return d == GPUCOLL_LONG_DOUBLE || d == GPUCOLL_C_LONG_DOUBLE_COMPLEX;
+}
+
+constexpr unsigned char kSentinel = 0xA5;
+
+}  // namespace conformance
+
+class DeviceConformance : public ::testing::TestWithParam<DeviceFactory> {
+protected:
+    void SetUp() override {
+        dev_ = GetParam().make();
+        if (!dev_) {
+            GTEST_SKIP() << "backend " << GetParam().name
+                         << " not available here: " << gpucoll::last_error();
+        }
+    }
+
+    // Host -> device, synchronously.
+    void upload(void* dst, const void* src, size_t bytes) {
+        ASSERT_DEV_OK(dev_->memcpy(dst, src, bytes, nullptr));
+    }
+    std::vector<unsigned char> download(const void* src, size_t bytes) {
+        std::vector<unsigned char> out(bytes);
+        EXPECT_DEV_OK(dev_->memcpy(out.data(), src, bytes, nullptr));
+        return out;
+    }
+
+    // Checks one reduction: sources at the given element offsets, dst at
+    // dst_offset, or in place into source 0 when in_place. Bytes around the
+    // result must stay untouched. Returns the reduce status.
+    gpucoll::Status check_reduce(gpucoll_dtype_t d, gpucoll_op_t op, int nsrc, size_t count,
+                                 const std::vector<conformance::DeviceMemory*>& srcs,
+                                 const std::vector<size_t>& src_offsets,
+                                 conformance::DeviceMemory& dst, size_t dst_offset, bool in_place);
+
+    std::unique_ptr<gpucoll::Device> dev_;
+};
+
+inline gpucoll::Status DeviceConformance::check_reduce(
+    gpucoll_dtype_t d, gpucoll_op_t op, int nsrc, size_t count,
+    const std::vector<conformance::DeviceMemory*>& srcs, const std::vector<size_t>& src_offsets,
+    conformance::DeviceMemory& dst, size_t dst_offset, bool in_place) {
+    const size_t elem = reference::element_size(d);
+    const size_t bytes = count * elem;
+    std::vector<std::vector<unsigned char>> inputs;
+    std::vector<const void*> input_ptrs, device_srcs;
+    for (int k = 0; k < nsrc; ++k) {
+        inputs.push_back(reference::make_input(d, k, count));
+        std::byte* p = srcs[k]->get() + src_offsets[k] * elem;
+        if (in_place && k == 0) p = dst.get() + dst_offset * elem;
+        device_srcs.push_back(p);
+    }
+    for (int k = 0; k < nsrc; ++k) {
+        input_ptrs.push_back(inputs[k].data());
+        // Sentinels around the destination reveal writes outside [dst, dst+count).
+        if (!(in_place && k == 0))
+            upload(const_cast<void*>(device_srcs[k]), inputs[k].data(), bytes);
+    }
+    // One element of margin each side (none before dst at the allocation's base).
+    const size_t front = dst_offset > 0 ? elem : 0;
+    const size_t window = front + bytes + elem;
+    std::byte* window_start = dst.get() + dst_offset * elem - front;
+    std::vector<unsigned char> before(window, conformance::kSentinel);
+    if (in_place) std::memcpy(before.data() + front, inputs[0].data(), bytes);
+    upload(window_start, before.data(), window);
+
+    const gpucoll::Status s = dev_->reduce(dst.get() + dst_offset * elem, device_srcs.data(), nsrc,
+                                           count, d, op, nullptr);
+    if (s != GPUCOLL_SUCCESS) return s;
+
+    std::vector<unsigned char> expected(bytes);
+    reference::reduce(d, op, input_ptrs, count, expected.data());
+    const std::vector<unsigned char> after = download(window_start, window);
+    EXPECT_EQ(reference::compare(d, expected.data(), after.data() + front, count), "");
+    const std::vector<unsigned char> margin(elem, conformance::kSentinel);
+    EXPECT_TRUE(std::equal(margin.begin(), margin.begin() + front, after.begin()))
+        << "reduce wrote before dst";
+    EXPECT_TRUE(std::equal(margin.begin(), margin.end(), after.end() - elem))
+        << "reduce wrote past dst + count";
+    return s;
+}
+
+// ---- memory ---------------------------------------------------------------------
+
+TEST_P(DeviceConformance, AllocQueryFree) {
+    conformance::DeviceMemory d(dev_.get(), 1000);
+    ASSERT_DEV_OK(d.status());
+    ASSERT_NE(d.get(), nullptr);
+
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev_->query(d.get(), &info));
+    EXPECT_EQ(info.type, GPUCOLL_MEM_DEVICE);
+    EXPECT_GE(info.device, 0);
+    EXPECT_EQ(info.base, d.get());
+    EXPECT_EQ(info.size, 1000u);
+    EXPECT_NE(info.buffer_id, 0u);
+
+    gpucoll::PointerInfo interior;
+    ASSERT_DEV_OK(dev_->query(d.get() + 999, &interior));
+    EXPECT_EQ(interior.type, GPUCOLL_MEM_DEVICE);
+    EXPECT_EQ(interior.base, d.get());
+    EXPECT_EQ(interior.size, 1000u);
+    EXPECT_EQ(interior.buffer_id, info.buffer_id);
+
+    int on_stack = 0;
+    gpucoll::PointerInfo host;
+    ASSERT_DEV_OK(dev_->query(&on_stack, &host));
+    EXPECT_EQ(host.type, GPUCOLL_MEM_HOST);
+    EXPECT_EQ(host.buffer_id, 0u);
+
+    std::vector<char> heap(64);
+    ASSERT_DEV_OK(dev_->query(heap.data(), &host));
+    EXPECT_EQ(host.type, GPUCOLL_MEM_HOST);
+}
+
+TEST_P(DeviceConformance, PinnedHostMemoryIsHostMemory) {
+    conformance::PinnedMemory h(dev_.get(), 5000);
+    ASSERT_DEV_OK(h.status());
+    std::memset(h.get(), 7, 5000);  // host-accessible
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev_->query(h.get(), &info));
+    EXPECT_EQ(info.type, GPUCOLL_MEM_HOST);
+    EXPECT_EQ(info.buffer_id, 0u);
+}
+
+TEST_P(DeviceConformance, BufferIdsAreNeverReused) {
+    std::set<uint64_t> ids;
+    std::set<void*> addresses;
+    bool address_reused = false;
+    constexpr int kCycles = 32;
+    for (int i = 0; i < kCycles; ++i) {
+        void* p = nullptr;
+        ASSERT_DEV_OK(dev_->alloc(&p, 8192));
+        gpucoll::PointerInfo info;
+        ASSERT_DEV_OK(dev_->query(p, &info));
+        EXPECT_NE(info.buffer_id, 0u);
+        ids.insert(info.buffer_id);
+        address_reused |= !addresses.insert(p).second;
+        ASSERT_DEV_OK(dev_->free(p));
+    }
+    EXPECT_EQ(ids.size(), static_cast<size_t>(kCycles)) << "a buffer id was reused";
+    RecordProperty("address_reused", address_reused ? "yes" : "no");
+
+    conformance::DeviceMemory a(dev_.get(), 64), b(dev_.get(), 64);
+    ASSERT_DEV_OK(a.status());
+    ASSERT_DEV_OK(b.status());
+    gpucoll::PointerInfo ia, ib;
+    ASSERT_DEV_OK(dev_->query(a.get(), &ia));
+    ASSERT_DEV_OK(dev_->query(b.get(), &ib));
+    EXPECT_NE(ia.buffer_id, ib.buffer_id);
+    EXPECT_EQ(ids.count(ia.buffer_id), 0u);
+}
+
+TEST_P(DeviceConformance, ZeroByteAllocationsAreUniqueAndValid) {
+    conformance::DeviceMemory a(dev_.get(), 0), b(dev_.get(), 0);
+    ASSERT_DEV_OK(a.status());
+    ASSERT_DEV_OK(b.status());
+    ASSERT_NE(a.get(), nullptr);
+    ASSERT_NE(b.get(), nullptr);
+    EXPECT_NE(a.get(), b.get());
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev_->query(a.get(), &info));
+    EXPECT_EQ(info.type, GPUCOLL_MEM_DEVICE);
+    EXPECT_EQ(info.base, a.get());
+    EXPECT_EQ(info.size, 0u);
+    char host = 0;
+    EXPECT_DEV_OK(dev_->memcpy(a.get(), &host, 0, nullptr));
+    EXPECT_DEV_OK(dev_->memcpy(&host, a.get(), 0, nullptr));
+}
+
+// ---- copies -------------------------------------------------------------------------
+
+TEST_P(DeviceConformance, MemcpyInAllDirections) {
+    const size_t sizes[] = {1, 7, 4096 + 3, (1u << 20) + 5, (17u << 20) + 3};
+    for (size_t bytes : sizes) {
+        SCOPED_TRACE(testing::Message() << bytes << " bytes");
+        const std::vector<unsigned char> src = conformance::byte_pattern(bytes, 3);
+        conformance::DeviceMemory d1(dev_.get(), bytes), d2(dev_.get(), bytes);
+        ASSERT_DEV_OK(d1.status());
+        ASSERT_DEV_OK(d2.status());
+        upload(d1.get(), src.data(), bytes);                              // H2D
+        ASSERT_DEV_OK(dev_->memcpy(d2.get(), d1.get(), bytes, nullptr));  // D2D
+        EXPECT_TRUE(download(d2.get(), bytes) == src);                    // D2H
+        EXPECT_TRUE(download(d1.get(), bytes) == src);
+    }
+}
+
+TEST_P(DeviceConformance, MemcpyWithPinnedHostBuffers) {
+    constexpr size_t kBytes = (3u << 20) + 11;
+    conformance::PinnedMemory in(dev_.get(), kBytes), out(dev_.get(), kBytes);
+    ASSERT_DEV_OK(in.status());
+    ASSERT_DEV_OK(out.status());
+    const std::vector<unsigned char> pattern = conformance::byte_pattern(kBytes, 9);
+    std::memcpy(in.get(), pattern.data(), kBytes);
+    conformance::DeviceMemory d(dev_.get(), kBytes);
+    ASSERT_DEV_OK(d.status());
+    ASSERT_DEV_OK(dev_->memcpy(d.get(), in.get(), kBytes, nullptr));
+    ASSERT_DEV_OK(dev_->memcpy(out.get(), d.get(), kBytes, nullptr));
+    EXPECT_EQ(std::memcmp(out.get(), pattern.data(), kBytes), 0);
+    std::memset(out.get(), 0, kBytes);
+    ASSERT_DEV_OK(dev_->memcpy(out.get(), in.get(), kBytes, nullptr));  // H2H
+    EXPECT_EQ(std::memcmp(out.get(), pattern.data(), kBytes), 0);
+}
+
+TEST_P(DeviceConformance, MemcpyAtInteriorOffsets) {
+    constexpr size_t kBytes = 256;
+    conformance::DeviceMemory d(dev_.get(), kBytes);
+    ASSERT_DEV_OK(d.status());
+    const std::vector<unsigned char> zeros(kBytes, 0);
+    upload(d.get(), zeros.data(), kBytes);
+    const std::vector<unsigned char> pattern = conformance::byte_pattern(100, 1);
+    upload(d.get() + 5, pattern.data(), 100);
+    ASSERT_DEV_OK(dev_->memcpy(d.get() + 150, d.get() + 5, 100, nullptr));
+    const std::vector<unsigned char> all = download(d.get(), kBytes);
+    for (size_t i = 0; i < kBytes; ++i) {
+        unsigned char want = 0;
+        if (i >= 5 && i < 105) want = pattern[i - 5];
+        if (i >= 150 && i < 250) want = pattern[i - 150];
+        ASSERT_EQ(all[i], want) << "byte " << i;
+    }
+    const std::vector<unsigned char> middle = download(d.get() + 7, 3);
+    EXPECT_EQ(middle, std::vector<unsigned char>(pattern.begin() + 2, pattern.begin() + 5));
+}
+
+// ---- streams ------------------------------------------------------------------------
+
+TEST_P(DeviceConformance, StreamRunsWorkInOrder) {
+    constexpr size_t kCount = 100000;
+    constexpr int kSteps = 20;
+    constexpr size_t kBytes = kCount * sizeof(int32_t);
+    std::unique_ptr<gpucoll::Stream> stream;
+    ASSERT_DEV_OK(dev_->create_stream(&stream));
+    ASSERT_NE(stream, nullptr);
+    conformance::PinnedMemory zeros(dev_.get(), kBytes), ones(dev_.get(), kBytes),
+        result(dev_.get(), kBytes);
+    ASSERT_DEV_OK(zeros.status());
+    ASSERT_DEV_OK(ones.status());
+    ASSERT_DEV_OK(result.status());
+    std::memset(zeros.get(), 0, kBytes);
+    std::memset(result.get(), 0xff, kBytes);
+    for (size_t i = 0; i < kCount; ++i) {
+        const int32_t one = 1;
+        std::memcpy(ones.get() + i * sizeof one, &one, sizeof one);
+    }
+    conformance::DeviceMemory acc(dev_.get(), kBytes), inc(dev_.get(), kBytes),
+        copy(dev_.get(), kBytes);
+    ASSERT_DEV_OK(acc.status());
+    ASSERT_DEV_OK(inc.status());
+    ASSERT_DEV_OK(copy.status());
+
+    ASSERT_DEV_OK(dev_->memcpy(acc.get(), zeros.get(), kBytes, stream.get()));
+    ASSERT_DEV_OK(dev_->memcpy(inc.get(), ones.get(), kBytes, stream.get()));
+    for (int step = 0; step < kSteps; ++step) {
+        const void* srcs[] = {acc.get(), inc.get()};
+        ASSERT_DEV_OK(
+            dev_->reduce(acc.get(), srcs, 2, kCount, GPUCOLL_INT32, GPUCOLL_OP_SUM, stream.get()));
+    }
+    ASSERT_DEV_OK(dev_->memcpy(copy.get(), acc.get(), kBytes, stream.get()));
+    const void* doubled[] = {copy.get(), acc.get()};
+    ASSERT_DEV_OK(
+        dev_->reduce(copy.get(), doubled, 2, kCount, GPUCOLL_INT32, GPUCOLL_OP_SUM, stream.get()));
+    ASSERT_DEV_OK(dev_->memcpy(result.get(), copy.get(), kBytes, stream.get()));
+    ASSERT_DEV_OK(stream->synchronize());
+
+    for (size_t i = 0; i < kCount; ++i) {
+        int32_t v;
+        std::memcpy(&v, result.get() + i * sizeof v, sizeof v);
+        ASSERT_EQ(v, 2 * kSteps) << "element " << i;
+    }
+    EXPECT_DEV_OK(stream->synchronize());  // nothing pending: still fine
+}
+
+TEST_P(DeviceConformance, IndependentStreamsEachSynchronize) {
+    constexpr size_t kBytes = 1u << 20;
+    std::unique_ptr<gpucoll::Stream> s1, s2;
+    ASSERT_DEV_OK(dev_->create_stream(&s1));
+    ASSERT_DEV_OK(dev_->create_stream(&s2));
+    conformance::PinnedMemory h1(dev_.get(), kBytes), h2(dev_.get(), kBytes);
+    ASSERT_DEV_OK(h1.status());
+    ASSERT_DEV_OK(h2.status());
+    const auto p1 = conformance::byte_pattern(kBytes, 1), p2 = conformance::byte_pattern(kBytes, 2);
+    std::memcpy(h1.get(), p1.data(), kBytes);
+    std::memcpy(h2.get(), p2.data(), kBytes);
+    conformance::DeviceMemory d1(dev_.get(), kBytes), d2(dev_.get(), kBytes);
+    ASSERT_DEV_OK(d1.status());
+    ASSERT_DEV_OK(d2.status());
+    ASSERT_DEV_OK(dev_->memcpy(d1.get(), h1.get(), kBytes, s1.get()));
+    ASSERT_DEV_OK(dev_->memcpy(d2.get(), h2.get(), kBytes, s2.get()));
+    ASSERT_DEV_OK(s1->synchronize());
+    ASSERT_DEV_OK(s2->synchronize());
+    EXPECT_TRUE(download(d1.get(), kBytes) == p1);
+    EXPECT_TRUE(download(d2.get(), kBytes) == p2);
+}
+
+// ---- reductions ---------------------------------------------------------------------
+
+TEST_P(DeviceConformance, ReduceEveryTypeAndOp) {
+    constexpr size_t kMaxCount = 1001;
+    const int nsrcs[] = {1, 2, 3, 7};
+    const size_t counts[] = {0, 1, 7, kMaxCount};
+    struct Layout {
+        const char* name;
+        size_t dst_offset;
+        size_t src_offset[7];  // in elements
+    };
+    const Layout layouts[] = {
+        {"at allocation base", 0, {0, 0, 0, 0, 0, 0, 0}},
+        {"shifted by one element", 1, {1, 1, 1, 1, 1, 1, 1}},
+        {"mixed offsets", 0, {1, 0, 1, 0, 1, 0, 1}},
+    };
+    for (gpucoll_dtype_t d : reference::kAllDtypes) {
+        SCOPED_TRACE(reference::dtype_label(d));
+        const size_t elem = reference::element_size(d);
+        const size_t buffer_bytes = (kMaxCount + 2) * elem;
+        std::vector<std::unique_ptr<conformance::DeviceMemory>> owned;
+        std::vector<conformance::DeviceMemory*> srcs;
+        for (int k = 0; k < 7; ++k) {
+            owned.push_back(std::make_unique<conformance::DeviceMemory>(dev_.get(), buffer_bytes));
+            ASSERT_DEV_OK(owned.back()->status());
+            srcs.push_back(owned.back().get());
+        }
+        conformance::DeviceMemory dst(dev_.get(), buffer_bytes);
+        ASSERT_DEV_OK(dst.status());
+        bool type_unsupported = false;
+        for (gpucoll_op_t op : reference::kAllOps) {
+            SCOPED_TRACE(reference::op_label(op));
+            if (!reference::mpi_defines(d, op)) {
+                const void* in[] = {srcs[0]->get(), srcs[1]->get()};
+                EXPECT_EQ(dev_->reduce(dst.get(), in, 2, 7, d, op, nullptr),
+                          GPUCOLL_ERR_UNSUPPORTED);
+                continue;
+            }
+            for (const Layout& layout : layouts) {
+                SCOPED_TRACE(layout.name);
+                const std::vector<size_t> offsets(layout.src_offset, layout.src_offset + 7);
+                for (int nsrc : nsrcs) {
+                    for (size_t count : counts) {
+                        SCOPED_TRACE(testing::Message() << "nsrc " << nsrc << ", count " << count);
+                        const gpucoll::Status s = check_reduce(d, op, nsrc, count, srcs, offsets,
+                                                               dst, layout.dst_offset, false);
+                        if (s == GPUCOLL_ERR_UNSUPPORTED && conformance::may_be_unsupported(d)) {
+                            type_unsupported = true;
+                            break;
+                        }
+                        ASSERT_EQ(s, GPUCOLL_SUCCESS) << gpucoll::last_error();
+                        if (HasFailure()) return;  // one clear failure, not thousands
+                    }
+                    if (type_unsupported) break;
+                }
+                if (type_unsupported) break;
+            }
+            if (type_unsupported) break;
+        }
+        if (type_unsupported) {
+            RecordProperty(std::string("unsupported_") + reference::dtype_label(d), "yes");
+        }
+    }
+}
+
+TEST_P(DeviceConformance, ReduceInPlace) {
+    constexpr size_t kCount = 1001;
+    const gpucoll_dtype_t dtypes[] = {
+        GPUCOLL_INT8, GPUCOLL_INT32, GPUCOLL_FLOAT, GPUCOLL_DOUBLE, GPUCOLL_C_DOUBLE_COMPLEX,
+        GPUCOLL_BOOL, GPUCOLL_BYTE};
+    for (gpucoll_dtype_t d : dtypes) {
+        SCOPED_TRACE(reference::dtype_label(d));
+        const size_t bytes = (kCount + 3) * reference::element_size(d);
+        conformance::DeviceMemory s1(dev_.get(), bytes), s2(dev_.get(), bytes),
+            dst(dev_.get(), bytes);
+        ASSERT_DEV_OK(s1.status());
+        ASSERT_DEV_OK(s2.status());
+        ASSERT_DEV_OK(dst.status());
+        std::vector<conformance::DeviceMemory*> srcs = {&dst, &s1, &s2};
+        for (gpucoll_op_t op : reference::kAllOps) {
+            if (!reference::mpi_defines(d, op)) continue;
+            SCOPED_TRACE(reference::op_label(op));
+            for (int nsrc : {1, 2, 3}) {
+                for (size_t offset : {size_t{1}, size_t{2}}) {
+                    const std::vector<size_t> offsets = {offset, offset, 0};
+                    ASSERT_EQ(check_reduce(d, op, nsrc, kCount, srcs, offsets, dst, offset, true),
+                              GPUCOLL_SUCCESS)
+                        << gpucoll::last_error();
+                    if (HasFailure()) return;
+                }
+            }
+        }
+    }
+}
+
+TEST_P(DeviceConformance, ReduceLargerThan16MB) {
+    const gpucoll_dtype_t dtypes[] = {GPUCOLL_FLOAT, GPUCOLL_DOUBLE, GPUCOLL_INT32};
+    for (gpucoll_dtype_t d : dtypes) {
+        SCOPED_TRACE(reference::dtype_label(d));
+        const size_t elem = reference::element_size(d);
+        const size_t count = (16u << 20) / elem + 1001;
+        const size_t bytes = (count + 3) * elem;
+        conformance::DeviceMemory a(dev_.get(), bytes), b(dev_.get(), bytes), c(dev_.get(), bytes),
+            dst(dev_.get(), bytes);
+        ASSERT_DEV_OK(a.status());
+        ASSERT_DEV_OK(b.status());
+        ASSERT_DEV_OK(c.status());
+        ASSERT_DEV_OK(dst.status());
+        const std::vector<conformance::DeviceMemory*> srcs = {&a, &b, &c};
+        ASSERT_EQ(check_reduce(d, GPUCOLL_OP_SUM, 3, count, srcs, {0, 0, 0}, dst, 1, false),
+                  GPUCOLL_SUCCESS)
+            << gpucoll::last_error();
+        ASSERT_EQ(check_reduce(d, GPUCOLL_OP_SUM, 2, count, {&dst, &b}, {1, 1}, dst, 1, true),
+                  GPUCOLL_SUCCESS)
+            << gpucoll::last_error();
+    }
+}
+
+TEST_P(DeviceConformance, ReduceMixesDeviceAndPinnedHostOperands) {
+    constexpr size_t kCount = 5000;
+    constexpr size_t kBytes = kCount * sizeof(double);
+    const auto a = reference::make_input(GPUCOLL_DOUBLE, 0, kCount);
+    const auto b = reference::make_input(GPUCOLL_DOUBLE, 1, kCount);
+    conformance::DeviceMemory da(dev_.get(), kBytes);
+    conformance::PinnedMemory hb(dev_.get(), kBytes), hdst(dev_.get(), kBytes);
+    ASSERT_DEV_OK(da.status());
+    ASSERT_DEV_OK(hb.status());
+    ASSERT_DEV_OK(hdst.status());
+    upload(da.get(), a.data(), kBytes);
+    std::memcpy(hb.get(), b.data(), kBytes);
+    const void* srcs[] = {da.get(), hb.get()};
+    ASSERT_DEV_OK(
+        dev_->reduce(hdst.get(), srcs, 2, kCount, GPUCOLL_DOUBLE, GPUCOLL_OP_MAX, nullptr));
+    std::vector<unsigned char> expected(kBytes);
+    reference::reduce(GPUCOLL_DOUBLE, GPUCOLL_OP_MAX, {a.data(), b.data()}, kCount,
+                      expected.data());
+    EXPECT_EQ(reference::compare(GPUCOLL_DOUBLE, expected.data(), hdst.get(), kCount), "");
+}
+
+// ---- IPC ------------------------------------------------------------------------------
+
+TEST_P(DeviceConformance, IpcExportImportWithinProcess) {
+    constexpr size_t kBytes = (1u << 20) + 5;
+    conformance::DeviceMemory d(dev_.get(), kBytes);
+    ASSERT_DEV_OK(d.status());
+    const auto first = conformance::byte_pattern(kBytes, 4);
+    upload(d.get(), first.data(), kBytes);
+
+    gpucoll::IpcHandle handle;
+    ASSERT_DEV_OK(dev_->ipc_export(d.get(), &handle));
+    std::unique_ptr<gpucoll::IpcMapping> mapping;
+    ASSERT_DEV_OK(dev_->ipc_import(handle, &mapping));
+    ASSERT_NE(mapping, nullptr);
+    ASSERT_NE(mapping->address(), nullptr);
+    EXPECT_EQ(mapping->size(), kBytes);
+    auto* peer = static_cast<std::byte*>(mapping->address());
+
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev_->query(peer + 10, &info));
+    EXPECT_EQ(info.type, GPUCOLL_MEM_DEVICE);
+
+    EXPECT_TRUE(download(peer, kBytes) == first);  // written via d, read via the mapping
+
+    const auto second = conformance::byte_pattern(4096, 8);
+    upload(peer + 333, second.data(), second.size());  // written via the mapping
+    EXPECT_TRUE(download(d.get() + 333, second.size()) == second);
+
+    // The mapping is device memory for reductions too.
+    const size_t count = 1000;
+    const auto ints = reference::make_input(GPUCOLL_INT32, 0, count);
+    upload(d.get(), ints.data(), ints.size());
+    const void* srcs[] = {peer, d.get()};
+    conformance::DeviceMemory out(dev_.get(), ints.size());
+    ASSERT_DEV_OK(out.status());
+    ASSERT_DEV_OK(dev_->reduce(out.get(), srcs, 2, count, GPUCOLL_INT32, GPUCOLL_OP_SUM, nullptr));
+    std::vector<unsigned char> expected(ints.size());
+    reference::reduce(GPUCOLL_INT32, GPUCOLL_OP_SUM, {ints.data(), ints.data()}, count,
+                      expected.data());
+    EXPECT_EQ(reference::compare(GPUCOLL_INT32, expected.data(),
+                                 download(out.get(), ints.size()).data(), count),
+              "");
+
+    mapping.reset();
+    EXPECT_TRUE(download(d.get(), ints.size()) == ints);  // the original stays valid
+}

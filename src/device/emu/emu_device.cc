@@ -1,1 +1,125 @@
-/* placeholder: replaced by its owner */
+#include "device/emu/emu_device.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "device/emu/emu_reduce.h"
+#include "device/emu/emu_stream.h"
+#include "device/reduce_ops.h"
+
+namespace gpucoll {
+
+namespace {
+
+// The EmuStream behind stream (nullptr for synchronous work); INVALID_ARG if
+// stream belongs to another backend.
+Status as_emu_stream(Stream* stream, EmuStream** out) {
+    *out = nullptr;
+    if (stream == nullptr) return kSuccess;
+    *out = dynamic_cast<EmuStream*>(stream);
+    if (*out == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "emu device: the stream was not created by the emu device");
+    }
+    return kSuccess;
+}
+
+Status submit(EmuStream* stream, EmuStream::Work work) {
+    if (stream == nullptr) return work();
+    stream->enqueue(std::move(work));
+    return kSuccess;
+}
+
+}  // namespace
+
+EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {}
+
+Status EmuDevice::query(const void* ptr, PointerInfo* info) {
+    if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu query: info is NULL");
+    memory_->query(ptr, info);
+    return kSuccess;
+}
+
+Status EmuDevice::alloc(void** ptr, size_t bytes) { return memory_->alloc(ptr, bytes); }
+
+Status EmuDevice::free(void* ptr) { return memory_->free(ptr); }
+
+Status EmuDevice::alloc_host(void** ptr, size_t bytes) { return pinned_host_.alloc(ptr, bytes); }
+
+Status EmuDevice::free_host(void* ptr) { return pinned_host_.free(ptr); }
+
+Status EmuDevice::create_stream(std::unique_ptr<Stream>* out) {
+    if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu create_stream: out is NULL");
+    *out = std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment());
+    return kSuccess;
+}
+
+Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    if (bytes == 0) return kSuccess;
+    if (dst == nullptr || src == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu memcpy: NULL pointer for %zu bytes", bytes);
+    }
+    void* to = nullptr;
+    void* from = nullptr;
+    GPUCOLL_TRY(memory_->translate(dst, bytes, &to));
+    GPUCOLL_TRY(memory_->translate(src, bytes, &from));
+    return submit(emu_stream, [to, from, bytes] {
+        std::memmove(to, from, bytes);
+        return kSuccess;
+    });
+}
+
+Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
+                         gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    if (dtype < 0 || dtype >= GPUCOLL_DTYPE_COUNT || op < 0 || op >= GPUCOLL_OP_COUNT) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: unknown dtype %d or op %d",
+                         static_cast<int>(dtype), static_cast<int>(op));
+    }
+    if (!reduce::op_valid(dtype, op)) {
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "emu reduce: MPI does not define %s on %s",
+                         gpucoll_op_name(op), gpucoll_dtype_name(dtype));
+    }
+    if (nsrc < 1 || srcs == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: needs at least one source (nsrc=%d)",
+                         nsrc);
+    }
+    if (count == 0) return kSuccess;
+    const size_t elem = reduce::dtype_size(dtype);
+    if (count > SIZE_MAX / elem) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: %zu elements overflow size_t",
+                         count);
+    }
+    const size_t bytes = count * elem;
+    void* out = nullptr;
+    if (dst == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: dst is NULL");
+    GPUCOLL_TRY(memory_->translate(dst, bytes, &out));
+    std::vector<const void*> in(static_cast<size_t>(nsrc));
+    for (int k = 0; k < nsrc; ++k) {
+        if (srcs[k] == nullptr) {
+            return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: srcs[%d] is NULL", k);
+        }
+        void* view = nullptr;
+        GPUCOLL_TRY(memory_->translate(srcs[k], bytes, &view));
+        in[static_cast<size_t>(k)] = view;
+    }
+    return submit(emu_stream, [out, in = std::move(in), count, dtype, op] {
+        return emu_reduce(out, in.data(), static_cast<int>(in.size()), count, dtype, op);
+    });
+}
+
+Status EmuDevice::ipc_export(void* base, IpcHandle* handle) {
+    return memory_->export_handle(base, handle);
+}
+
+Status EmuDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) {
+    return memory_->import_handle(handle, out);
+}
+
+std::unique_ptr<Device> make_emu_device() { return std::make_unique<EmuDevice>(); }
+
+}  // namespace gpucoll

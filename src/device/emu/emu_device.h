@@ -1,1 +1,41 @@
+// emu_device.h - the emulated GPU: a Device whose memory the host cannot
+// touch, for development and CI on machines without a GPU.
 #pragma once
+
+#include <memory>
+
+#include "device/device.h"
+#include "device/emu/emu_memory.h"
+
+namespace gpucoll {
+
+class EmuDevice final : public Device {
+public:
+    EmuDevice();
+
+    const char* name() const override { return "emu"; }
+
+    Status query(const void* ptr, PointerInfo* info) override;
+    Status alloc(void** ptr, size_t bytes) override;
+    Status free(void* ptr) override;
+    Status alloc_host(void** ptr, size_t bytes) override;
+    Status free_host(void* ptr) override;
+
+    Status create_stream(std::unique_ptr<Stream>* out) override;
+    Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) override;
+
+    Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
+                  gpucoll_op_t op, Stream* stream) override;
+
+    Status ipc_export(void* base, IpcHandle* handle) override;
+    Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) override;
+
+    // Pointer translation for other emu code.
+    EmuMemory& memory() { return *memory_; }
+
+private:
+    std::shared_ptr<EmuMemory> memory_;
+    EmuPinnedHost pinned_host_;
+};
+
+}  // namespace gpucoll

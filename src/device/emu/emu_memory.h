@@ -1,1 +1,130 @@
+// emu_memory.h - device memory of the emulated GPU, and its range table.
+//
+// Every allocation is a memfd mapped twice: a PROT_NONE mapping whose address
+// the user gets (a host load or store through it segfaults, exactly like a
+// real GPU pointer reaching host code) and a read-write mapping of the same
+// pages that only the backend touches. The range table translates any
+// address inside an allocation, or inside a peer allocation imported through
+// IPC, to the read-write mapping.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+
+#include "device/device.h"
+
+namespace gpucoll {
+
+// An owned file descriptor, closed on destruction.
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : fd_(fd) {}
+    UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+    UniqueFd& operator=(UniqueFd&& other) noexcept;
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd();
+
+    int get() const { return fd_; }
+    int release();
+
+private:
+    int fd_ = -1;
+};
+
+// An owned mmap() region, unmapped on destruction.
+class PageMapping {
+public:
+    PageMapping() = default;
+    PageMapping(void* addr, size_t bytes) : addr_(addr), bytes_(bytes) {}
+    PageMapping(PageMapping&& other) noexcept;
+    PageMapping& operator=(PageMapping&& other) noexcept;
+    PageMapping(const PageMapping&) = delete;
+    PageMapping& operator=(const PageMapping&) = delete;
+    ~PageMapping();
+
+    std::byte* data() const { return static_cast<std::byte*>(addr_); }
+    size_t bytes() const { return bytes_; }
+
+private:
+    void reset();
+    void* addr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+// The system page size.
+size_t page_size();
+
+// Rounds bytes up to whole pages (at least one page); false on overflow.
+bool round_up_to_pages(size_t bytes, size_t* rounded);
+
+// Maps fd twice: device_view PROT_NONE (the address users see) and host_view
+// read-write (what the backend works on).
+Status map_device_pages(int fd, size_t mapped_bytes, PageMapping* device_view,
+                        PageMapping* host_view);
+
+// Device memory of one emu device, plus the peer allocations it imported.
+// Thread-safe. Held by shared_ptr so that IPC mappings may outlive the device.
+class EmuMemory : public std::enable_shared_from_this<EmuMemory> {
+public:
+    static std::shared_ptr<EmuMemory> create();
+    ~EmuMemory();
+
+    Status alloc(void** ptr, size_t bytes);
+    Status free(void* ptr);
+
+    // DEVICE (device 0, base, requested size, buffer id) for any address
+    // inside an allocation or an imported mapping; HOST otherwise.
+    void query(const void* ptr, PointerInfo* info) const;
+
+    // Host-accessible view of [ptr, ptr + bytes): the read-write mapping for
+    // emu device memory (INVALID_ARG if the range leaves its allocation),
+    // ptr itself for host memory.
+    Status translate(const void* ptr, size_t bytes, void** host_view) const;
+
+    Status export_handle(void* base, IpcHandle* handle) const;
+    Status import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out);
+
+    // Called by an imported mapping when it is destroyed.
+    void unregister_import(const void* base);
+
+private:
+    EmuMemory() = default;
+
+    struct OwnedPages;  // fd + both mappings of an allocation made here
+    struct Region {
+        size_t size = 0;          // requested size
+        size_t mapped_bytes = 0;  // whole pages
+        std::byte* host_view = nullptr;
+        uint64_t buffer_id = 0;
+        std::unique_ptr<OwnedPages> owned;  // null for imported mappings
+    };
+    using RegionMap = std::map<uintptr_t, Region>;
+
+    // The region holding addr, or end(); caller holds mutex_.
+    RegionMap::const_iterator find_region(uintptr_t addr) const;
+
+    mutable std::shared_mutex mutex_;
+    RegionMap regions_;
+};
+
+// Never reused for the life of the process (shared by allocations and imports).
+uint64_t next_emu_buffer_id();
+
+// Pinned host memory of the emu device: ordinary page-aligned host memory.
+class EmuPinnedHost {
+public:
+    Status alloc(void** ptr, size_t bytes);
+    Status free(void* ptr);
+
+private:
+    std::mutex mutex_;
+    std::map<uintptr_t, PageMapping> blocks_;
+};
+
+}  // namespace gpucoll

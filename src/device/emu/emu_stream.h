@@ -1,1 +1,56 @@
+// emu_stream.h - an ordered work queue of the emulated GPU.
+//
+// By default the queue runs on its own worker thread, so that code which
+// forgets to synchronize reads stale results in tests, as it would on a GPU.
+// GPUCOLL_EMU_INLINE_STREAMS=1 runs work inline at enqueue time (debug aid).
 #pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "device/device.h"
+
+namespace gpucoll {
+
+class EmuStream final : public Stream {
+public:
+    using Work = std::function<Status()>;
+
+    explicit EmuStream(bool run_inline);
+    ~EmuStream() override;  // finishes queued work, then joins the worker
+    EmuStream(const EmuStream&) = delete;
+    EmuStream& operator=(const EmuStream&) = delete;
+
+    // Runs work after everything enqueued before it.
+    void enqueue(Work work);
+
+    // Waits for all enqueued work; returns the first error since the last
+    // synchronize (and sets its message on the calling thread).
+    Status synchronize() override;
+
+    bool runs_inline() const { return run_inline_; }
+
+    // True when GPUCOLL_EMU_INLINE_STREAMS asks for inline streams.
+    static bool inline_requested_by_environment();
+
+private:
+    void worker_loop();
+    void run(Work& work);  // caller holds no lock
+
+    const bool run_inline_;
+    std::mutex mutex_;
+    std::condition_variable work_ready_;
+    std::condition_variable idle_;
+    std::deque<Work> queue_;
+    bool busy_ = false;
+    bool stopping_ = false;
+    Status first_error_ = kSuccess;
+    std::string first_error_message_;
+    std::thread worker_;
+};
+
+}  // namespace gpucoll

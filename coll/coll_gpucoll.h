@@ -66,6 +66,13 @@ typedef struct mca_coll_gpucoll_component_t {
     int priority;
     int device; /* enum mca_coll_gpucoll_device */
     int verbose;
+    /* accelerated path: forced algorithm per collective (gpucoll_algorithm_t) */
+    int algorithm[GPUCOLL_COLL_COUNT];
+    bool uniform_memory;
+    size_t one_shot_max;
+    size_t chain_min;
+    size_t chunk_size;
+    int ipc_cache_size;
 
     /* state */
     int output;         /* opal_output stream, verbosity = verbose */
@@ -109,6 +116,10 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
 typedef struct mca_coll_gpucoll_module_t {
     mca_coll_base_module_t super;
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(MCA_COLL_GPUCOLL_DECLARE_PREV)
+    /* accelerated path (coll_gpucoll_accel.c), created at the first call */
+    gpucoll_comm_t* core;
+    int core_state;      /* 0: not tried yet, 1: ready, -1: not available */
+    bool uniform_memory; /* host calls skip the core: no agreement needed */
 } mca_coll_gpucoll_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpucoll_module_t);
@@ -158,6 +169,23 @@ int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* in
 void mca_coll_gpucoll_enter_host(void);
 void mca_coll_gpucoll_leave_host(void);
 bool mca_coll_gpucoll_in_host(void);
+
+/* ---------------------------------------------------------------------------
+ * Accelerated path (coll_gpucoll_accel.c): device-to-device inside a node.
+ * call describes the collective; any_device says whether a buffer of this rank
+ * is device memory. Returns OMPI_SUCCESS when the core did the call,
+ * OMPI_ERR_NOT_AVAILABLE when it declined (the same answer on every rank:
+ * stage or delegate as usual), or an error.
+ * ------------------------------------------------------------------------- */
+int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                                gpucoll_call_t* call, bool any_device);
+/* Fills call->dtype/op/eligible for a reduction of a predefined type and op. */
+void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datatype_t* dtype,
+                                         struct ompi_op_t* op);
+/* Fills call->dtype/count/eligible for a data movement of count x dtype. */
+void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
+                                     struct ompi_datatype_t* dtype);
+void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m);
 
 /* Reports a failure of the core (gpucoll_last_error()) and returns OMPI_ERROR. */
 int mca_coll_gpucoll_core_error(const char* what, int status);

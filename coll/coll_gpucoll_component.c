@@ -33,6 +33,12 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .priority = 95,
     .device = MCA_COLL_GPUCOLL_DEVICE_AUTO,
     .verbose = 0,
+    .algorithm = {GPUCOLL_ALGO_AUTO},
+    .uniform_memory = false,
+    .one_shot_max = 256 * 1024,
+    .chain_min = 8 * 1024 * 1024,
+    .chunk_size = 1024 * 1024,
+    .ipc_cache_size = 128,
     .output = -1,
     .backend_ready = false,
 };
@@ -46,6 +52,13 @@ static const mca_base_var_enum_value_t gpucoll_device_values[] = {
     {MCA_COLL_GPUCOLL_DEVICE_CUDA, "cuda"},
     {MCA_COLL_GPUCOLL_DEVICE_EMU, "emu"},
     {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
+    {GPUCOLL_ALGO_AUTO, "auto"},         {GPUCOLL_ALGO_STAGED, "staged"},
+    {GPUCOLL_ALGO_ONE_SHOT, "one_shot"}, {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
+    {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
+    {GPUCOLL_ALGO_CHAIN, "chain"},       {0, NULL},
 };
 
 typedef struct gpucoll_param {
@@ -80,6 +93,49 @@ static const gpucoll_param_t gpucoll_params[] = {
      "communicator, 10 path and sizes of every call.",
      MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.verbose},
+#define GPUCOLL_ALGORITHM_PARAM(name, id, choices)                               \
+    {                                                                            \
+#name "_algorithm",                                                      \
+            "Algorithm of " #name                                                \
+            " on device buffers inside a node: auto (by size), staged (copy "    \
+            "to host memory and use Open MPI's own algorithm), or " choices ".", \
+            MCA_BASE_VAR_TYPE_INT, gpucoll_algorithm_values, OPAL_INFO_LVL_5,    \
+            MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.algorithm[id] \
+    }
+    GPUCOLL_ALGORITHM_PARAM(allreduce, GPUCOLL_COLL_ALLREDUCE,
+                            "one_shot (one round; small), two_shot (reduce-scatter + allgather "
+                            "over all peers; large), ring (neighbours only; PCIe)"),
+    GPUCOLL_ALGORITHM_PARAM(bcast, GPUCOLL_COLL_BCAST,
+                            "direct (all read the root), chain (pipelined chain; large)"),
+    GPUCOLL_ALGORITHM_PARAM(allgather, GPUCOLL_COLL_ALLGATHER, "direct (all read all), ring"),
+    GPUCOLL_ALGORITHM_PARAM(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER,
+                            "direct (each reduces its block from all), ring"),
+    GPUCOLL_ALGORITHM_PARAM(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                            "direct (each reduces its block from all), ring"),
+    GPUCOLL_ALGORITHM_PARAM(reduce, GPUCOLL_COLL_REDUCE, "direct (the root reduces all)"),
+#undef GPUCOLL_ALGORITHM_PARAM
+    {"uniform_memory",
+     "Assert that on every collective call all ranks pass the same kind of memory (all device "
+     "or all host buffers). Removes the per-call agreement between ranks (host-buffer calls "
+     "then skip gpucoll entirely); a wrong assertion can hang. Same effect per communicator: "
+     "the MPI 4.1 info key mpi_assert_memory_alloc_kinds listing only device kinds.",
+     MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.uniform_memory},
+    {"allreduce_one_shot_max",
+     "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
+     "two one-shot scratch slots per rank and communicator (device memory).",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.one_shot_max},
+    {"bcast_chain_min", "Smallest bcast (bytes) that auto sends through the pipelined chain.",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.chain_min},
+    {"chunk_size", "Pipeline chunk (bytes) of the chain bcast.", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+     OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.chunk_size},
+    {"ipc_cache_size",
+     "Most peer allocations kept mapped through IPC per process (least recently used go "
+     "first). Mapping is expensive; each cached mapping keeps the peer's memory alive.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.ipc_cache_size},
 };
 
 static int gpucoll_register(void) {
@@ -149,6 +205,15 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
                         "no device backend (device=%s found no GPU): component not used", param);
         return OMPI_ERR_NOT_AVAILABLE;
+    }
+    for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) {
+        gpucoll_algorithm_t a = (gpucoll_algorithm_t)c->algorithm[i];
+        if (!gpucoll_algorithm_valid((gpucoll_coll_t)i, a)) {
+            GPUCOLL_ERROR("coll_gpucoll_%s_algorithm=%s does not serve %s; using auto",
+                          gpucoll_coll_name((gpucoll_coll_t)i), gpucoll_algorithm_name(a),
+                          gpucoll_coll_name((gpucoll_coll_t)i));
+            c->algorithm[i] = GPUCOLL_ALGO_AUTO;
+        }
     }
     c->backend_ready = true;
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,

@@ -58,6 +58,13 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host()) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLREDUCE,
+                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                               .recvbuf = rbuf,
+                               .count = (size_t)count};
+        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allreduce(sbuf, sdev, rbuf, rdev, count, dtype, op, comm,
                                                      m);
@@ -69,8 +76,13 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
 static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host() && is_device(buf)) {
-        return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
+    if (!mca_coll_gpucoll_in_host()) {
+        bool dev = is_device(buf);
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
+        mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+        if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
     GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, buf, count, dtype, root, comm);
 }
@@ -82,6 +94,17 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host()) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLGATHER,
+                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                               .recvbuf = rbuf};
+        mca_coll_gpucoll_describe_bytes(&call, (size_t)rcount, rdtype);
+        if (NULL != call.sendbuf) { /* the send side must be the same contiguous bytes */
+            gpucoll_call_t send = call;
+            mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
+            call.eligible = call.eligible && send.eligible && send.count == call.count;
+        }
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allgather(sbuf, sdev, scount, sdtype, rbuf, rdev, rcount,
                                                      rdtype, comm, m);
@@ -98,6 +121,19 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host()) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        int size = ompi_comm_size(comm), rc;
+        size_t stack_counts[64];
+        size_t* counts = size <= 64 ? stack_counts : malloc(sizeof(size_t) * (size_t)size);
+        if (NULL == counts) return OMPI_ERR_OUT_OF_RESOURCE;
+        for (int i = 0; i < size; ++i) counts[i] = (size_t)rcounts[i];
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER,
+                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                               .recvbuf = rbuf,
+                               .counts = counts};
+        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
+        rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        if (counts != stack_counts) free(counts);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_reduce_scatter(sbuf, sdev, rbuf, rdev, rcounts, dtype,
                                                           op, comm, m);
@@ -114,6 +150,13 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host()) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                               .recvbuf = rbuf,
+                               .count = (size_t)rcount};
+        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, sdev, rbuf, rdev, rcount,
                                                                 dtype, op, comm, m);
@@ -137,6 +180,14 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
             rbuf = NULL;
             rdev = false;
         }
+        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE,
+                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                               .recvbuf = at_root ? rbuf : NULL,
+                               .count = (size_t)count,
+                               .root = root};
+        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_reduce(sbuf, sdev, rbuf, rdev, count, dtype, op, root,
                                                   comm, m);
@@ -222,6 +273,9 @@ static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_com
 
 static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_CLEAR_PREV)
+    m->core = NULL;
+    m->core_state = 0;
+    m->uniform_memory = false;
 }
 
 #define GPUCOLL_RELEASE_PREV(name, id)        \
@@ -231,8 +285,10 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->prev_##name = NULL;                    \
     m->prev_##name##_module = NULL;
 
-static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m){
-    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)}
+static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m) {
+    mca_coll_gpucoll_accel_release(m);
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)
+}
 
 OBJ_CLASS_INSTANCE(mca_coll_gpucoll_module_t, mca_coll_base_module_t, gpucoll_module_construct,
                    gpucoll_module_destruct);

@@ -1,0 +1,149 @@
+/*
+ * coll_gpucoll_accel.c - the accelerated (device-to-device) path of a
+ * communicator: creating the core's communicator at the first call, the
+ * bootstrap it runs on (the saved host allgather and barrier), and the hand-
+ * off of each call.
+ *
+ * Agreement: unless the user asserted uniform memory kinds, every top-level
+ * call goes to gpucoll_comm_run, host buffers included (a host rank only
+ * posts "decline" and returns at once), so that device ranks never wait for
+ * a rank that took another path. The core answers GPUCOLL_DECLINED on every
+ * rank or on none.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpucoll.h"
+#include "opal/util/info.h"
+
+/* ---------------------------------------------------------------------------
+ * Bootstrap: the core's view of the job, on the saved host module
+ * ------------------------------------------------------------------------- */
+
+typedef struct gpucoll_bootstrap_ctx {
+    mca_coll_gpucoll_module_t* m;
+    struct ompi_communicator_t* comm;
+} gpucoll_bootstrap_ctx_t;
+
+static int gpucoll_bootstrap_allgather(void* ctx, const void* send, void* recv, size_t bytes) {
+    gpucoll_bootstrap_ctx_t* b = (gpucoll_bootstrap_ctx_t*)ctx;
+    mca_coll_gpucoll_enter_host();
+    int rc = b->m->prev_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, b->comm,
+                                  b->m->prev_allgather_module);
+    mca_coll_gpucoll_leave_host();
+    return OMPI_SUCCESS == rc ? 0 : -1;
+}
+
+static int gpucoll_bootstrap_barrier(void* ctx) {
+    gpucoll_bootstrap_ctx_t* b = (gpucoll_bootstrap_ctx_t*)ctx;
+    mca_coll_gpucoll_enter_host();
+    int rc = b->comm->c_coll->coll_barrier(b->comm, b->comm->c_coll->coll_barrier_module);
+    mca_coll_gpucoll_leave_host();
+    return OMPI_SUCCESS == rc ? 0 : -1;
+}
+
+static void gpucoll_core_log(int level, const char* message) {
+    GPUCOLL_VERBOSE(level, "%s", message);
+}
+
+/* MPI 4.1 info key: a list of memory kinds ("system", "mpi", "cuda:device",
+ * ...) the application promises to restrict itself to on this communicator.
+ * Only host kinds, or only device kinds: every call passes the same kind on
+ * every rank, and no agreement is needed. */
+static bool gpucoll_info_asserts_uniform(struct ompi_communicator_t* comm) {
+    char value[256];
+    int flag = 0;
+    if (NULL == comm->super.s_info ||
+        OPAL_SUCCESS != opal_info_get(comm->super.s_info, "mpi_assert_memory_alloc_kinds",
+                                      (int)sizeof value - 1, value, &flag) ||
+        !flag) {
+        return false;
+    }
+    int host = 0, device = 0;
+    for (char *save = NULL, *kind = strtok_r(value, ",", &save); NULL != kind;
+         kind = strtok_r(NULL, ",", &save)) {
+        while (' ' == *kind) ++kind;
+        if (0 == strncmp(kind, "system", 6) || 0 == strncmp(kind, "mpi", 3)) {
+            ++host;
+        } else {
+            ++device;
+        }
+    }
+    return (host > 0) != (device > 0);
+}
+
+static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
+                                    struct ompi_communicator_t* comm) {
+    if (0 != m->core_state) return m->core;
+    mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
+    m->core_state = -1;
+    if (NULL == m->prev_allgather) return NULL;
+
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) {
+        config.algorithm[i] = (gpucoll_algorithm_t)c->algorithm[i];
+    }
+    config.one_shot_max_bytes = c->one_shot_max;
+    config.chain_min_bytes = c->chain_min;
+    config.chunk_bytes = c->chunk_size;
+    config.ipc_cache_entries = c->ipc_cache_size > 0 ? (size_t)c->ipc_cache_size : 1;
+    config.verbose = c->verbose;
+    config.log = gpucoll_core_log;
+    m->uniform_memory = c->uniform_memory || gpucoll_info_asserts_uniform(comm);
+    config.uniform_memory = m->uniform_memory;
+
+    gpucoll_bootstrap_ctx_t ctx = {m, comm};
+    gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),
+                              gpucoll_bootstrap_allgather, gpucoll_bootstrap_barrier};
+    int rc = gpucoll_comm_create(&bs, &config, &m->core);
+    if (GPUCOLL_SUCCESS != rc) {
+        mca_coll_gpucoll_core_error("creating the accelerated path", rc);
+        m->core = NULL;
+    }
+    m->core_state = NULL != m->core ? 1 : -1;
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
+                    comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
+                    m->uniform_memory ? ", uniform memory asserted" : "");
+    return m->core;
+}
+
+void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {
+    if (NULL != m->core) gpucoll_comm_destroy(m->core);
+    m->core = NULL;
+    m->core_state = 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Calls
+ * ------------------------------------------------------------------------- */
+
+void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datatype_t* dtype,
+                                         struct ompi_op_t* op) {
+    call->eligible = mca_coll_gpucoll_map_dtype(dtype, &call->dtype) &&
+                     mca_coll_gpucoll_map_op(op, &call->op) &&
+                     gpucoll_op_valid(call->dtype, call->op);
+}
+
+void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
+                                     struct ompi_datatype_t* dtype) {
+    ptrdiff_t true_lb = 0, true_extent = 0;
+    size_t size = 0;
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    call->dtype = GPUCOLL_BYTE;
+    call->count = count * size;
+    /* Contiguous bytes starting at the buffer: anything else is staged. */
+    call->eligible = count <= INT32_MAX && 0 == true_lb &&
+                     ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
+}
+
+int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                                gpucoll_call_t* call, bool any_device) {
+    gpucoll_comm_t* core = gpucoll_core(m, comm);
+    if (NULL == core || (m->uniform_memory && !any_device)) return OMPI_ERR_NOT_AVAILABLE;
+    int rc = gpucoll_comm_run(core, call);
+    if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
+    if (GPUCOLL_DECLINED == rc) return OMPI_ERR_NOT_AVAILABLE;
+    return mca_coll_gpucoll_core_error(gpucoll_coll_name(call->coll), rc);
+}

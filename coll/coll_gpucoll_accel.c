@@ -127,14 +127,17 @@ void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datat
 
 void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
                                      struct ompi_datatype_t* dtype) {
-    ptrdiff_t true_lb = 0, true_extent = 0;
+    ptrdiff_t lb = 0, extent = 0, true_lb = 0, true_extent = 0;
     size_t size = 0;
     ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
     ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
     call->dtype = GPUCOLL_BYTE;
     call->count = count * size;
-    /* Contiguous bytes starting at the buffer: anything else is staged. */
-    call->eligible = count <= INT32_MAX && 0 == true_lb &&
+    /* Packed contiguous bytes starting at the buffer (no padding between
+     * elements, which allgather's blocks would otherwise lose): anything else
+     * is staged. */
+    call->eligible = count <= INT32_MAX && 0 == true_lb && 0 == lb && extent == (ptrdiff_t)size &&
                      ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
 }
 

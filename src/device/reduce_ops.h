@@ -61,28 +61,21 @@ GPUCOLL_TYPEOF(GPUCOLL_BOOL, bool);
 GPUCOLL_TYPEOF(GPUCOLL_BYTE, uint8_t);
 #undef GPUCOLL_TYPEOF
 
+// Every gpucoll_dtype_t, for switches that handle each one alike.
+#define GPUCOLL_FOREACH_DTYPE(X)                                                          \
+    X(GPUCOLL_INT8) X(GPUCOLL_INT16) X(GPUCOLL_INT32) X(GPUCOLL_INT64) X(GPUCOLL_UINT8)   \
+    X(GPUCOLL_UINT16) X(GPUCOLL_UINT32) X(GPUCOLL_UINT64) X(GPUCOLL_FLOAT)                \
+    X(GPUCOLL_DOUBLE) X(GPUCOLL_LONG_DOUBLE) X(GPUCOLL_C_FLOAT_COMPLEX)                   \
+    X(GPUCOLL_C_DOUBLE_COMPLEX) X(GPUCOLL_C_LONG_DOUBLE_COMPLEX) X(GPUCOLL_BOOL)          \
+    X(GPUCOLL_BYTE)
+
 // Size in bytes of one element of d (0 for an unknown d).
 constexpr size_t dtype_size(gpucoll_dtype_t d) {
     switch (d) {
 #define GPUCOLL_CASE(D) \
     case D:             \
         return sizeof(typename TypeOf<D>::type);
-        GPUCOLL_CASE(GPUCOLL_INT8)
-        GPUCOLL_CASE(GPUCOLL_INT16)
-        GPUCOLL_CASE(GPUCOLL_INT32)
-        GPUCOLL_CASE(GPUCOLL_INT64)
-        GPUCOLL_CASE(GPUCOLL_UINT8)
-        GPUCOLL_CASE(GPUCOLL_UINT16)
-        GPUCOLL_CASE(GPUCOLL_UINT32)
-        GPUCOLL_CASE(GPUCOLL_UINT64)
-        GPUCOLL_CASE(GPUCOLL_FLOAT)
-        GPUCOLL_CASE(GPUCOLL_DOUBLE)
-        GPUCOLL_CASE(GPUCOLL_LONG_DOUBLE)
-        GPUCOLL_CASE(GPUCOLL_C_FLOAT_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_C_DOUBLE_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_C_LONG_DOUBLE_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_BOOL)
-        GPUCOLL_CASE(GPUCOLL_BYTE)
+        GPUCOLL_FOREACH_DTYPE(GPUCOLL_CASE)
 #undef GPUCOLL_CASE
         default:
             return 0;
@@ -259,22 +252,7 @@ bool dispatch(gpucoll_dtype_t d, gpucoll_op_t op, F&& f) {
 #define GPUCOLL_CASE(D) \
     case D:             \
         return dispatch_op<D>(op, f);
-        GPUCOLL_CASE(GPUCOLL_INT8)
-        GPUCOLL_CASE(GPUCOLL_INT16)
-        GPUCOLL_CASE(GPUCOLL_INT32)
-        GPUCOLL_CASE(GPUCOLL_INT64)
-        GPUCOLL_CASE(GPUCOLL_UINT8)
-        GPUCOLL_CASE(GPUCOLL_UINT16)
-        GPUCOLL_CASE(GPUCOLL_UINT32)
-        GPUCOLL_CASE(GPUCOLL_UINT64)
-        GPUCOLL_CASE(GPUCOLL_FLOAT)
-        GPUCOLL_CASE(GPUCOLL_DOUBLE)
-        GPUCOLL_CASE(GPUCOLL_LONG_DOUBLE)
-        GPUCOLL_CASE(GPUCOLL_C_FLOAT_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_C_DOUBLE_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_C_LONG_DOUBLE_COMPLEX)
-        GPUCOLL_CASE(GPUCOLL_BOOL)
-        GPUCOLL_CASE(GPUCOLL_BYTE)
+        GPUCOLL_FOREACH_DTYPE(GPUCOLL_CASE)
 #undef GPUCOLL_CASE
         default:
             return false;

@@ -142,9 +142,10 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
 }
 
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
-                                gpucoll_call_t* call, bool any_device) {
+                                gpucoll_call_t* call, bool any_device, bool all_device) {
     gpucoll_comm_t* core = gpucoll_core(m, comm);
     if (NULL == core || (m->uniform_memory && !any_device)) return OMPI_ERR_NOT_AVAILABLE;
+    call->eligible = call->eligible && all_device;
     int rc = gpucoll_comm_run(core, call);
     if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
     if (GPUCOLL_DECLINED == rc) return OMPI_ERR_NOT_AVAILABLE;

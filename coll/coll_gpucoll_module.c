@@ -32,6 +32,12 @@ static inline bool is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
 }
 
+/* Every buffer of this rank that the call uses is device memory (the
+ * receive buffer of a non-root reduce arrives here as NULL with rdev true). */
+static inline bool all_device(const void* sbuf, bool sdev, bool rdev) {
+    return (MPI_IN_PLACE == sbuf || sdev) && rdev;
+}
+
 /* Runs the saved function: nested calls (from inside a saved algorithm) go
  * straight through; top-level calls are counted as delegated. */
 #define GPUCOLL_DELEGATE(m, name, coll_id, ...)                                            \
@@ -63,7 +69,8 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                .recvbuf = rbuf,
                                .count = (size_t)count};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        int rc =
+            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allreduce(sbuf, sdev, rbuf, rdev, count, dtype, op, comm,
@@ -80,7 +87,7 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
         bool dev = is_device(buf);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
         mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev, dev);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
@@ -103,7 +110,8 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
             mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
             call.eligible = call.eligible && send.eligible && send.count == call.count;
         }
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        int rc =
+            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allgather(sbuf, sdev, scount, sdtype, rbuf, rdev, rcount,
@@ -131,7 +139,8 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
                                .recvbuf = rbuf,
                                .counts = counts};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        rc =
+            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
         if (counts != stack_counts) free(counts);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
@@ -155,7 +164,8 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
                                .recvbuf = rbuf,
                                .count = (size_t)rcount};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        int rc =
+            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, sdev, rbuf, rdev, rcount,
@@ -186,7 +196,8 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
                                .count = (size_t)count,
                                .root = root};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev,
+                                             all_device(sbuf, sdev, at_root ? rdev : true));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_reduce(sbuf, sdev, rbuf, rdev, count, dtype, op, root,

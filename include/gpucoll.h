@@ -78,6 +78,11 @@ GPUCOLL_EXPORT const char *gpucoll_last_error(void);
 /* Allocates bytes of device memory (cudaMalloc, or emu memory that the host
  * cannot touch). bytes == 0 yields a valid unique pointer. */
 GPUCOLL_EXPORT int gpucoll_malloc_device(void **ptr, size_t bytes);
+/* Device memory that legacy CUDA IPC cannot export: a cudaMallocAsync pool
+ * allocation, as PyTorch, JAX or Kokkos allocators hand to MPI (emu: an
+ * allocation marked the same way). Collectives on it still run device to
+ * device, through an exportable scratch copy. Free with gpucoll_free_device. */
+GPUCOLL_EXPORT int gpucoll_malloc_device_pool(void **ptr, size_t bytes);
 GPUCOLL_EXPORT int gpucoll_free_device(void *ptr);
 /* Copies bytes in any direction (host/device on either side), synchronously. */
 GPUCOLL_EXPORT int gpucoll_memcpy(void *dst, const void *src, size_t bytes);

@@ -74,6 +74,14 @@ int gpucoll_malloc_device(void** ptr, size_t bytes) {
     return d->alloc(ptr, bytes);
 }
 
+int gpucoll_malloc_device_pool(void** ptr, size_t bytes) {
+    if (ptr == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_device_pool: ptr is NULL");
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->alloc_unexportable(ptr, bytes);
+}
+
 int gpucoll_free_device(void* ptr) {
     if (ptr == nullptr) return GPUCOLL_SUCCESS;
     Device* d = nullptr;

@@ -53,6 +53,10 @@ public:
     // --- memory ------------------------------------------------------------
     virtual Status query(const void* ptr, PointerInfo* info) = 0;
     virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
+    // Device memory that legacy IPC cannot export, as applications get it from
+    // stream-ordered pools (CUDA: cudaMallocAsync; emu: an allocation marked
+    // so). Freed with free(); ipc_export() on it returns GPUCOLL_ERR_UNSUPPORTED.
+    virtual Status alloc_unexportable(void** ptr, size_t bytes) = 0;
     virtual Status free(void* ptr) = 0;
     virtual Status alloc_host(void** ptr, size_t bytes) = 0;  // pinned host memory
     virtual Status free_host(void* ptr) = 0;

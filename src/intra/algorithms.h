@@ -23,6 +23,14 @@ const Algorithm* find_algorithm(gpucoll_coll_t coll, gpucoll_algorithm_t id);
 // Bytes a collective moves per rank buffer: the selection works on these.
 size_t call_bytes(const gpucoll_call_t& call, int size, size_t elem);
 
+// Bytes of this rank's buffers that a call reads (send, recv) and writes (out).
+struct BufferBytes {
+    size_t send = 0;
+    size_t recv = 0;  // the receive buffer's significant size (in place: the input too)
+    size_t out = 0;   // what the call writes into it
+};
+BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t elem);
+
 // The selection table: forced algorithm if valid for this call, else by size.
 // The same on every rank (it depends only on arguments MPI requires to match).
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,

@@ -277,6 +277,36 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     return kSuccess;
 }
 
+// Buffers that IPC cannot export (cudaMallocAsync pools, cuMemCreate) are
+// replaced by exportable copies: peers then work on the copies, and the
+// results are copied back after the call. Local copies only: the bytes
+// between peers stay the same.
+Status NodeComm::shadow_unexportable(gpucoll_call_t* call, bool* recv_shadowed) {
+    *recv_shadowed = false;
+    const BufferBytes bytes = buffer_bytes(*call, size_, rank_, reduce::dtype_size(call->dtype));
+    auto shadow = [&](const void* user, size_t n, DeviceBuffer& copy, void** out) -> Status {
+        *out = nullptr;
+        if (user == nullptr || n == 0) return kSuccess;
+        BufferDesc desc;
+        const Status s = cache_->describe(device_, user, &desc);
+        if (s != GPUCOLL_ERR_UNSUPPORTED) return s;
+        GPUCOLL_TRY(copy.reserve(device_, n));
+        GPUCOLL_TRY(device_->memcpy(copy.data(), user, n, nullptr));
+        *out = copy.data();
+        return kSuccess;
+    };
+    void* send_copy = nullptr;
+    void* recv_copy = nullptr;
+    GPUCOLL_TRY(shadow(call->sendbuf, bytes.send, shadow_send_, &send_copy));
+    GPUCOLL_TRY(shadow(call->recvbuf, bytes.recv, shadow_recv_, &recv_copy));
+    if (send_copy != nullptr) call->sendbuf = send_copy;
+    if (recv_copy != nullptr) {
+        call->recvbuf = recv_copy;
+        *recv_shadowed = true;
+    }
+    return kSuccess;
+}
+
 Status NodeComm::post(uint64_t seq, PostKind kind, const gpucoll_call_t* call,
                       gpucoll_algorithm_t algo) {
     // Do not overwrite a post that a peer may still have to read.
@@ -284,11 +314,14 @@ Status NodeComm::post(uint64_t seq, PostKind kind, const gpucoll_call_t* call,
         for (int p = 0; p < size_; ++p)
             if (p != rank_) GPUCOLL_TRY(wait_progress(p, progress_word(seq - kPostDepth + 1, 0)));
     Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
-    post = Post{};
-    if (kind == PostKind::Accelerate) {
-        const void* bufs[kPostedBuffers] = {call->sendbuf, call->recvbuf, nullptr};
+    if (kind == PostKind::Accelerate) {  // peers read descriptors of accelerated posts only
+        post = Post{};
+        // Buffers of no significant size (a zero block of reduce_scatter, the
+        // receive buffer of a non-root reduce) are nobody's to read.
+        const BufferBytes bytes = buffer_bytes(*call, size_, rank_, reduce::dtype_size(call->dtype));
+        const void* bufs[kPostedBuffers] = {bytes.send != 0 ? call->sendbuf : nullptr,
+                                            bytes.recv != 0 ? call->recvbuf : nullptr, nullptr};
         if (find_algorithm(call->coll, algo)->temp_bytes != nullptr) bufs[kTempBuf] = temp_.data();
-        if (call->coll == GPUCOLL_COLL_REDUCE && rank_ != call->root) bufs[kRecvBuf] = nullptr;
         for (int b = 0; b < kPostedBuffers && kind == PostKind::Accelerate; ++b)
             if (bufs[b] != nullptr &&
                 cache_->describe(device_, bufs[b], &post.buf[b]) != kSuccess) {
@@ -316,17 +349,20 @@ int NodeComm::run(const gpucoll_call_t& call) {
     const uint64_t seq = ++seq_;
     PostKind kind = call.eligible && buffers_on_device(device_, call, rank_) ? PostKind::Accelerate
                                                                              : PostKind::Decline;
-    if (kind == PostKind::Accelerate && prepare(call, algo, seq) != kSuccess) {
+    gpucoll_call_t local = call;  // user buffers, or exportable copies of them
+    bool recv_shadowed = false;
+    if (kind == PostKind::Accelerate && (shadow_unexportable(&local, &recv_shadowed) != kSuccess ||
+                                         prepare(local, algo, seq) != kSuccess)) {
         log(10, "call %llu: preparation failed (%s): declining",
             static_cast<unsigned long long>(seq), last_error());
         kind = PostKind::Decline;
     }
-    Status s = post(seq, kind, &call, algo);
+    Status s = post(seq, kind, &local, algo);
     if (s != kSuccess) return fail(s);
     if (segment_.slot(rank_).posts[seq % kPostDepth].kind == PostKind::Decline)
         return GPUCOLL_DECLINED;  // our own answer decides: no need to wait
 
-    CallContext ctx(*this, call, seq);
+    CallContext ctx(*this, local, seq);
     if ((s = ctx.wait_all(0)) != kSuccess) return fail(s);
     for (int p = 0; p < size_; ++p)
         if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
@@ -334,6 +370,11 @@ int NodeComm::run(const gpucoll_call_t& call) {
     last_accelerated_ = seq;
     if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s);
     ctx.signal(kStepDone);
+    if (recv_shadowed) {
+        const size_t out = buffer_bytes(call, size_, rank_, elem).out;
+        if ((s = device_->memcpy(call.recvbuf, local.recvbuf, out, nullptr)) != kSuccess)
+            return fail(s);
+    }
     log(10, "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu rounds (%s)",
         static_cast<unsigned long long>(seq), gpucoll_coll_name(call.coll),
         gpucoll_algorithm_name(algo), call_bytes(call, size_, elem),

@@ -121,6 +121,7 @@ private:
     Status setup_scratch(const gpucoll_bootstrap_t& bootstrap);
     Status post(uint64_t seq, PostKind kind, const gpucoll_call_t* call, gpucoll_algorithm_t algo);
     Status prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq);
+    Status shadow_unexportable(gpucoll_call_t* call, bool* recv_shadowed);
 
     int rank_ = 0;
     int size_ = 0;
@@ -139,6 +140,9 @@ private:
     std::vector<std::unique_ptr<IpcMapping>> scratch_mappings_;
     DeviceBuffer temp_;
     DeviceBuffer result_;
+    // Exportable copies of user buffers that IPC cannot export (pool memory).
+    DeviceBuffer shadow_send_;
+    DeviceBuffer shadow_recv_;
 };
 
 }  // namespace gpucoll::intra

@@ -49,6 +49,38 @@ size_t call_bytes(const gpucoll_call_t& call, int size, size_t elem) {
     }
 }
 
+BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t elem) {
+    const bool in_place = call.sendbuf == nullptr;
+    const size_t n = static_cast<size_t>(size), one = call.count * elem;
+    BufferBytes b;
+    switch (call.coll) {
+        case GPUCOLL_COLL_BCAST:
+            b.recv = one;
+            b.out = rank == call.root ? 0 : one;
+            break;
+        case GPUCOLL_COLL_ALLGATHER:
+            b.send = in_place ? 0 : one;
+            b.recv = b.out = n * one;
+            break;
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK: {
+            const size_t total = rs_displ(call, size) * elem;
+            b.out = rs_count(call, rank) * elem;
+            b.send = in_place ? 0 : total;
+            b.recv = in_place ? total : b.out;
+            break;
+        }
+        case GPUCOLL_COLL_REDUCE:
+            b.send = in_place ? 0 : one;
+            b.recv = b.out = rank == call.root ? one : 0;
+            break;
+        default:  // allreduce
+            b.send = in_place ? 0 : one;
+            b.recv = b.out = one;
+    }
+    return b;
+}
+
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
                                      const char** why) {

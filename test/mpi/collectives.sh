@@ -5,9 +5,11 @@
 #  1. default algorithm selection on 1, 2, 3 and 4 ranks: device calls take
 #     the accelerated path (GPUCOLL_TEST_EXPECT overrides: staged|accelerated|
 #     any; GPUCOLL_TEST_ALGORITHM: expected last_algorithm, [COLL=]NAME);
-#  2. every collective forced onto the staged path (2 and 3 ranks);
+#  2. every collective forced onto the staged path (1, 2, 3 and 4 ranks);
 #  3. every accelerated algorithm forced, in two sets (3 and 4 ranks), each
-#     call checked for the algorithm it ran.
+#     call checked for the algorithm it ran;
+#  4. device buffers of even ranks from a pool IPC cannot export: the
+#     accelerated path through exportable copies (2 and 3 ranks).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -28,7 +30,7 @@ for np in $TEST_NPS; do
 done
 
 echo "== 2. staged path forced"
-for np in 2 3; do
+for np in $TEST_NPS; do
     # shellcheck disable=SC2046 # words
     run_mpi "$np" --mca coll_gpucoll_device emu $(mca_all staged) -- "$prog" --expect staged
 done
@@ -47,5 +49,9 @@ for set in "$set1" "$set2"; do
         run_mpi "$np" --mca coll_gpucoll_device emu $(mca_all $set) -- "$prog" \
             --expect accelerated $checks
     done
+done
+echo "== 4. pool memory (IPC cannot export it) on even ranks: still accelerated"
+for np in 2 3; do
+    run_np "$np" "$prog" --expect accelerated --pool-memory
 done
 echo "PASS: test_collectives"

@@ -65,6 +65,7 @@ typedef struct tu_state {
     /* expected last_algorithm of accelerated calls per collective, or NULL */
     const char* algorithm[GPUCOLL_COLL_COUNT];
     int verbose;
+    int pool_memory; /* device buffers of even ranks from gpucoll_malloc_device_pool */
     const char* program;
 } tu_state_t;
 
@@ -111,6 +112,8 @@ static inline void tu_usage_common(void) {
             "  --expect staged|accelerated|any  path of device-buffer calls (default staged)\n"
             "  --algorithm [COLL=]NAME          last_algorithm of accelerated calls (of COLL)\n"
             "  --expect-host delegated|none     path of host-buffer calls (default delegated)\n"
+            "  --pool-memory                    even ranks' device buffers are pool memory\n"
+            "                                   (IPC cannot export it: scratch-copy fallback)\n"
             "  --verbose                        print every case\n");
 }
 
@@ -160,6 +163,10 @@ static inline int tu_parse_option(int argc, char** argv, int* i) {
     }
     if (strcmp(a, "--verbose") == 0) {
         tu.verbose = 1;
+        return 1;
+    }
+    if (strcmp(a, "--pool-memory") == 0) {
+        tu.pool_memory = 1;
         return 1;
     }
     return 0;
@@ -729,7 +736,8 @@ static inline void tu_buf_alloc(tu_buf_t* b, tu_mem_t mem, size_t bytes, size_t 
     for (size_t k = 0; k < b->total; k++) b->img[k] = tu_sentinel(seed, k);
     if (mem == TU_DEVICE) {
         void* p = NULL;
-        int rc = gpucoll_malloc_device(&p, b->total);
+        int rc = tu.pool_memory && tu.world_rank % 2 == 0 ? gpucoll_malloc_device_pool(&p, b->total)
+                                                          : gpucoll_malloc_device(&p, b->total);
         if (rc != GPUCOLL_SUCCESS || !p)
             TU_DIE("gpucoll_malloc_device(%zu) failed: %d %s", b->total, rc, gpucoll_last_error());
         b->base = p;

@@ -529,6 +529,26 @@ TEST_P(DeviceConformance, ReduceMixesDeviceAndPinnedHostOperands) {
 
 // ---- IPC ------------------------------------------------------------------------------
 
+// Pool-like memory (cudaMallocAsync): device memory in every respect except
+// that IPC refuses to export it, cleanly, so callers can fall back.
+TEST_P(DeviceConformance, UnexportableMemoryRefusesIpcOnly) {
+    constexpr size_t kBytes = 70001;
+    void* p = nullptr;
+    ASSERT_DEV_OK(dev_->alloc_unexportable(&p, kBytes));
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev_->query(static_cast<char*>(p) + 5, &info));
+    EXPECT_EQ(info.type, GPUCOLL_MEM_DEVICE);
+    EXPECT_EQ(info.base, p);
+    EXPECT_NE(info.buffer_id, 0u);
+    const auto bytes = conformance::byte_pattern(kBytes, 9);
+    upload(static_cast<std::byte*>(p), bytes.data(), kBytes);
+    EXPECT_TRUE(download(static_cast<std::byte*>(p), kBytes) == bytes);
+    gpucoll::IpcHandle handle;
+    EXPECT_EQ(dev_->ipc_export(p, &handle), GPUCOLL_ERR_UNSUPPORTED);
+    EXPECT_STRNE(gpucoll::last_error(), "");
+    EXPECT_DEV_OK(dev_->free(p));
+}
+
 TEST_P(DeviceConformance, IpcExportImportWithinProcess) {
     constexpr size_t kBytes = (1u << 20) + 5;
     conformance::DeviceMemory d(dev_.get(), kBytes);

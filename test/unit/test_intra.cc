@@ -16,9 +16,10 @@
 
 namespace {
 
-void* dalloc(size_t bytes) {
+void* dalloc(size_t bytes, bool pool = false) {
     void* p = nullptr;
-    EXPECT_EQ(gpucoll_malloc_device(&p, bytes), 0) << gpucoll_last_error();
+    EXPECT_EQ(pool ? gpucoll_malloc_device_pool(&p, bytes) : gpucoll_malloc_device(&p, bytes), 0)
+        << gpucoll_last_error();
     return p;
 }
 template <typename T>
@@ -40,12 +41,14 @@ struct Case {
     int size;
     size_t count;  // elements (allgather, reduce_scatter_block: per rank)
     bool in_place;
+    bool pool = false;  // even ranks' buffers: memory IPC cannot export
 };
 
 std::string name_of(const ::testing::TestParamInfo<Case>& info) {
     const Case& c = info.param;
     return std::string(gpucoll_coll_name(c.coll)) + "_" + gpucoll_algorithm_name(c.algo) + "_np" +
-           std::to_string(c.size) + "_n" + std::to_string(c.count) + (c.in_place ? "_inplace" : "");
+           std::to_string(c.size) + "_n" + std::to_string(c.count) +
+           (c.in_place ? "_inplace" : "") + (c.pool ? "_pool" : "");
 }
 
 class IntraAlgorithms : public ::testing::TestWithParam<Case> {
@@ -100,8 +103,9 @@ TEST_P(IntraAlgorithms, MatchesReference) {
         // MPI_Reduce takes MPI_IN_PLACE at the root only.
         const bool in_place = c.in_place && (c.coll != GPUCOLL_COLL_REDUCE || rank == root);
         const size_t recv_n = in_place ? std::max(in_n, out_n) : out_n;
-        void* send = in_place ? nullptr : dalloc(in_n * sizeof(float) + 1);
-        void* recv = dalloc(recv_n * sizeof(float) + 1);
+        const bool pool = c.pool && rank % 2 == 0;
+        void* send = in_place ? nullptr : dalloc(in_n * sizeof(float) + 1, pool);
+        void* recv = dalloc(recv_n * sizeof(float) + 1, pool);
         if (c.coll == GPUCOLL_COLL_BCAST) {
             upload(recv, rank == root ? in : std::vector<float>(in_n, -99.0f));
         } else if (in_place) {
@@ -174,6 +178,10 @@ std::vector<Case> all_cases() {
             for (size_t count : {size_t(1), size_t(7), size_t(5003)})
                 for (bool ip : {false, true})
                     if (!ip || has_in_place) cases.push_back({coll, algo, n, count, ip});
+    // Buffers IPC cannot export: the same algorithms through exportable copies.
+    for (auto [coll, algo, has_in_place] : algos)
+        for (bool ip : {false, true})
+            if (!ip || has_in_place) cases.push_back({coll, algo, 3, 5003, ip, true});
     return cases;
 }
 

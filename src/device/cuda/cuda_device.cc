@@ -242,6 +242,7 @@ public:
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
+    Status alloc_unexportable(void** ptr, size_t bytes) override;
     Status free(void* ptr) override;
     Status alloc_host(void** ptr, size_t bytes) override;
     Status free_host(void* ptr) override;
@@ -343,6 +344,12 @@ Status CudaDevice::free(void* ptr) {
                          ptr);
     }
     return check(e, "cudaFree(%p)", ptr);
+}
+
+// Pool memory: what cudaMallocAsync-based allocators hand to MPI. cudaFree
+// releases it too (after synchronising), so free() serves both kinds.
+Status CudaDevice::alloc_unexportable(void** ptr, size_t bytes) {
+    return alloc_pool_memory(ptr, bytes);
 }
 
 Status CudaDevice::alloc_host(void** ptr, size_t bytes) {

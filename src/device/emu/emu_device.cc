@@ -43,6 +43,10 @@ Status EmuDevice::query(const void* ptr, PointerInfo* info) {
 
 Status EmuDevice::alloc(void** ptr, size_t bytes) { return memory_->alloc(ptr, bytes); }
 
+Status EmuDevice::alloc_unexportable(void** ptr, size_t bytes) {
+    return memory_->alloc(ptr, bytes, /*exportable=*/false);
+}
+
 Status EmuDevice::free(void* ptr) { return memory_->free(ptr); }
 
 Status EmuDevice::alloc_host(void** ptr, size_t bytes) { return pinned_host_.alloc(ptr, bytes); }

@@ -17,6 +17,7 @@ public:
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
+    Status alloc_unexportable(void** ptr, size_t bytes) override;
     Status free(void* ptr) override;
     Status alloc_host(void** ptr, size_t bytes) override;
     Status free_host(void* ptr) override;

@@ -144,7 +144,7 @@ std::shared_ptr<EmuMemory> EmuMemory::create() {
 
 EmuMemory::~EmuMemory() = default;
 
-Status EmuMemory::alloc(void** ptr, size_t bytes) {
+Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable) {
     if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu alloc: ptr is NULL");
     size_t mapped_bytes = 0;
     if (!round_up_to_pages(bytes, &mapped_bytes)) {
@@ -177,6 +177,7 @@ Status EmuMemory::alloc(void** ptr, size_t bytes) {
     region.mapped_bytes = mapped_bytes;
     region.host_view = pages->host_view.data();
     region.buffer_id = id;
+    region.exportable = exportable;
     void* user = pages->device_view.data();
     region.owned = std::move(pages);
     {
@@ -276,6 +277,12 @@ Status EmuMemory::export_handle(void* base, IpcHandle* handle) const {
         return set_error(GPUCOLL_ERR_UNSUPPORTED,
                          "emu ipc_export: %p is itself an imported mapping; export the "
                          "allocation in the process that owns it",
+                         base);
+    }
+    if (!region.exportable) {
+        return set_error(GPUCOLL_ERR_UNSUPPORTED,
+                         "emu ipc_export: %p is pool-like memory that IPC cannot export; copy "
+                         "through an exportable scratch buffer",
                          base);
     }
     EmuIpcHandle h{};

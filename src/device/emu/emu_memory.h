@@ -75,7 +75,8 @@ public:
     static std::shared_ptr<EmuMemory> create();
     ~EmuMemory();
 
-    Status alloc(void** ptr, size_t bytes);
+    // exportable false: ipc_export refuses it, like CUDA pool memory.
+    Status alloc(void** ptr, size_t bytes, bool exportable = true);
     Status free(void* ptr);
 
     // DEVICE (device 0, base, requested size, buffer id) for any address
@@ -102,6 +103,7 @@ private:
         size_t mapped_bytes = 0;  // whole pages
         std::byte* host_view = nullptr;
         uint64_t buffer_id = 0;
+        bool exportable = true;
         std::unique_ptr<OwnedPages> owned;  // null for imported mappings
     };
     using RegionMap = std::map<uintptr_t, Region>;

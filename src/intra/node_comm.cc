@@ -108,6 +108,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         }
     }
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
+    comm->peer_seen_.assign(all.size(), 0);
 
     Status s = comm->setup(bs, config);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
@@ -224,6 +225,15 @@ Status NodeComm::wait_progress(int peer, uint64_t word) {
     }
 }
 
+Status NodeComm::wait_all_seen(uint64_t word) {
+    for (int p = 0; p < size_; ++p) {
+        if (p == rank_ || peer_seen_[p] >= word) continue;
+        GPUCOLL_TRY(wait_progress(p, word));
+        peer_seen_[p] = segment_.slot(p).progress.load(std::memory_order_acquire);
+    }
+    return kSuccess;
+}
+
 void NodeComm::log(int level, const char* fmt, ...) const {
     if (config_.verbose < level) return;
     char msg[512];
@@ -269,8 +279,7 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     if (a->input_in_scratch) {
         // Our slot for this call was last read by peers two calls ago: every
         // peer has moved on once it posted the previous call.
-        for (int p = 0; p < size_; ++p)
-            if (p != rank_ && seq > 1) GPUCOLL_TRY(wait_progress(p, progress_word(seq - 1, 0)));
+        if (seq > 1) GPUCOLL_TRY(wait_all_seen(progress_word(seq - 1, 0)));
         const void* in = call.sendbuf != nullptr ? call.sendbuf : call.recvbuf;
         GPUCOLL_TRY(device_->memcpy(scratch_slot(rank_, seq), in, call.count * elem, nullptr));
     }
@@ -309,10 +318,10 @@ Status NodeComm::shadow_unexportable(gpucoll_call_t* call, bool* recv_shadowed) 
 
 Status NodeComm::post(uint64_t seq, PostKind kind, const gpucoll_call_t* call,
                       gpucoll_algorithm_t algo) {
-    // Do not overwrite a post that a peer may still have to read.
-    if (seq >= kPostDepth)
-        for (int p = 0; p < size_; ++p)
-            if (p != rank_) GPUCOLL_TRY(wait_progress(p, progress_word(seq - kPostDepth + 1, 0)));
+    // Do not overwrite a post that a peer may still have to read. What we saw
+    // of a peer's progress stays true (it only grows): look again only when
+    // that is not enough, about once every kPostDepth calls.
+    if (seq >= kPostDepth) GPUCOLL_TRY(wait_all_seen(progress_word(seq - kPostDepth + 1, 0)));
     Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
     if (kind == PostKind::Accelerate) {  // peers read descriptors of accelerated posts only
         post = Post{};

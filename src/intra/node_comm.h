@@ -107,6 +107,9 @@ public:
     DeviceBuffer& result() { return result_; }  // local only (in-place results)
 
     Status wait_progress(int peer, uint64_t word);
+    // Every peer's progress has reached word; reads a peer's flag only when
+    // what we saw of it before is not enough (it only grows).
+    Status wait_all_seen(uint64_t word);
     // A failure after posting: tell every peer (they stop waiting and fail
     // too), and refuse further calls on this communicator.
     int fail(Status s);
@@ -131,6 +134,7 @@ private:
     SharedSegment segment_;
     std::vector<int> pids_;
     uint64_t seq_ = 0;
+    std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
     uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
     bool poisoned_ = false;
 

@@ -43,7 +43,8 @@ struct Post {
 
 // Calls whose posts stay readable: a rank waits before it would overwrite a
 // post that a peer may not have read yet.
-constexpr uint64_t kPostDepth = 8;
+// Deep enough that a rank rarely has to look at its peers' progress at all.
+constexpr uint64_t kPostDepth = 64;
 
 // Progress word: (call sequence << kStepBits) | step. Posting call k sets it
 // to k << kStepBits; steps inside the call count up from 1; kStepDone marks

@@ -43,13 +43,23 @@ static int gpucoll_bootstrap_barrier(void* ctx) {
 }
 
 static void gpucoll_core_log(int level, const char* message) {
-    GPUCOLL_VERBOSE(level, "%s", message);
+    if (0 == level) {
+        opal_output(0, "coll:gpucoll %s: %s", OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), message);
+    } else {
+        GPUCOLL_VERBOSE(level, "%s", message);
+    }
 }
+
+/* While the core waits for peers, Open MPI's own communication must go on: a
+ * peer may be blocked in a send that needs this process's progress. */
+static void gpucoll_core_progress(void) { opal_progress(); }
 
 /* MPI 4.1 info key: a list of memory kinds ("system", "mpi", "cuda:device",
  * ...) the application promises to restrict itself to on this communicator.
- * Only host kinds, or only device kinds: every call passes the same kind on
- * every rank, and no agreement is needed. */
+ * Only device-memory kinds ("<kind>:device"), or only host kinds ("system",
+ * "mpi"): every call passes the same kind on every rank, and no agreement is
+ * needed. A bare "cuda" (host, device and managed memory), "cuda:host" or
+ * "cuda:managed" may mix with device memory: the agreement stays. */
 static bool gpucoll_info_asserts_uniform(struct ompi_communicator_t* comm) {
     char value[256];
     int flag = 0;
@@ -59,17 +69,22 @@ static bool gpucoll_info_asserts_uniform(struct ompi_communicator_t* comm) {
         !flag) {
         return false;
     }
-    int host = 0, device = 0;
+    int host = 0, device = 0, mixed = 0;
     for (char *save = NULL, *kind = strtok_r(value, ",", &save); NULL != kind;
          kind = strtok_r(NULL, ",", &save)) {
         while (' ' == *kind) ++kind;
+        size_t len = strlen(kind);
+        while (len > 0 && ' ' == kind[len - 1]) kind[--len] = '\0';
+        const char* colon = strchr(kind, ':');
         if (0 == strncmp(kind, "system", 6) || 0 == strncmp(kind, "mpi", 3)) {
             ++host;
-        } else {
+        } else if (NULL != colon && 0 == strcmp(colon, ":device")) {
             ++device;
+        } else {
+            ++mixed;
         }
     }
-    return (host > 0) != (device > 0);
+    return 0 == mixed && (host > 0) != (device > 0);
 }
 
 static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
@@ -90,6 +105,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.ipc_cache_entries = c->ipc_cache_size > 0 ? (size_t)c->ipc_cache_size : 1;
     config.verbose = c->verbose;
     config.log = gpucoll_core_log;
+    config.progress = gpucoll_core_progress;
     m->uniform_memory = c->uniform_memory || gpucoll_info_asserts_uniform(comm);
     config.uniform_memory = m->uniform_memory;
 
@@ -123,6 +139,15 @@ void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datat
     call->eligible = mca_coll_gpucoll_map_dtype(dtype, &call->dtype) &&
                      mca_coll_gpucoll_map_op(op, &call->op) &&
                      gpucoll_op_valid(call->dtype, call->op);
+    if (!call->eligible) {
+        /* Still the same bytes as the other ranks describe: the core's
+         * size-based decisions must not differ between ranks. */
+        size_t size = 0;
+        ompi_datatype_type_size(dtype, &size);
+        call->dtype = GPUCOLL_BYTE;
+        call->count *= size;
+        call->op = GPUCOLL_OP_BOR;
+    }
 }
 
 void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
@@ -146,6 +171,7 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
     gpucoll_comm_t* core = gpucoll_core(m, comm);
     if (NULL == core || (m->uniform_memory && !any_device)) return OMPI_ERR_NOT_AVAILABLE;
     call->eligible = call->eligible && all_device;
+    call->on_device = all_device;
     int rc = gpucoll_comm_run(core, call);
     if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
     if (GPUCOLL_DECLINED == rc) return OMPI_ERR_NOT_AVAILABLE;

@@ -129,8 +129,9 @@ static const gpucoll_param_t gpucoll_params[] = {
     {"bcast_chain_min", "Smallest bcast (bytes) that auto sends through the pipelined chain.",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.chain_min},
-    {"chunk_size", "Pipeline chunk (bytes) of the two-shot allreduce and the chain bcast.", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
-     OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.chunk_size},
+    {"chunk_size", "Pipeline chunk (bytes) of the two-shot allreduce and the chain bcast.",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.chunk_size},
     {"ipc_cache_size",
      "Most peer allocations kept mapped through IPC per process (least recently used go "
      "first). Mapping is expensive; each cached mapping keeps the peer's memory alive.",

@@ -139,8 +139,15 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
                                .recvbuf = rbuf,
                                .counts = counts};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        rc =
-            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
+        if (!call.eligible) { /* counts in bytes, as the call now describes bytes */
+            size_t tsize = 0;
+            ompi_datatype_type_size(dtype, &tsize);
+            for (int i = 0; i < size; ++i) counts[i] *= tsize;
+        }
+        /* A zero block out of place: the receive buffer is not used at all. */
+        bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
+        rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev,
+                                         all_device(sbuf, sdev, rsig ? rdev : true));
         if (counts != stack_counts) free(counts);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {

@@ -35,17 +35,17 @@ extern "C" {
 
 typedef enum gpucoll_status {
     GPUCOLL_SUCCESS = 0,
-    GPUCOLL_ERR_INVALID_ARG = 1,   /* NULL pointer, bad enum, size overflow */
-    GPUCOLL_ERR_NO_BACKEND = 2,    /* no usable device backend (no GPU, emu not chosen) */
+    GPUCOLL_ERR_INVALID_ARG = 1,      /* NULL pointer, bad enum, size overflow */
+    GPUCOLL_ERR_NO_BACKEND = 2,       /* no usable device backend (no GPU, emu not chosen) */
     GPUCOLL_ERR_BACKEND_CONFLICT = 3, /* a different backend is already active */
     GPUCOLL_ERR_OUT_OF_MEMORY = 4,
-    GPUCOLL_ERR_UNSUPPORTED = 5,   /* type/op/feature the backend cannot do: stage instead */
-    GPUCOLL_ERR_NOT_FOUND = 6,     /* pointer not allocated by this backend */
-    GPUCOLL_ERR_DEVICE = 7,        /* error reported by the device runtime */
-    GPUCOLL_ERR_SYSTEM = 8,        /* OS call failed (mmap, memfd, shm, ...) */
-    GPUCOLL_ERR_BOOTSTRAP = 9,     /* the out-of-band exchange failed */
+    GPUCOLL_ERR_UNSUPPORTED = 5, /* type/op/feature the backend cannot do: stage instead */
+    GPUCOLL_ERR_NOT_FOUND = 6,   /* pointer not allocated by this backend */
+    GPUCOLL_ERR_DEVICE = 7,      /* error reported by the device runtime */
+    GPUCOLL_ERR_SYSTEM = 8,      /* OS call failed (mmap, memfd, shm, ...) */
+    GPUCOLL_ERR_BOOTSTRAP = 9,   /* the out-of-band exchange failed */
     GPUCOLL_ERR_INTERNAL = 10,
-    GPUCOLL_DECLINED = 100         /* not an error: gpucoll_comm_run left the call to the caller */
+    GPUCOLL_DECLINED = 100 /* not an error: gpucoll_comm_run left the call to the caller */
 } gpucoll_status_t;
 
 /* ---------------------------------------------------------------------------
@@ -59,17 +59,17 @@ typedef enum gpucoll_status {
  * function) fixes the backend for the life of the process; a later call that
  * asks for a different one fails with GPUCOLL_ERR_BACKEND_CONFLICT, so the
  * component and the application always agree. */
-GPUCOLL_EXPORT int gpucoll_init_backend(const char *name);
+GPUCOLL_EXPORT int gpucoll_init_backend(const char* name);
 
 /* "cuda", "emu" or "none" (auto found no GPU). Initialises from the
  * environment if nothing chose a backend yet. Never NULL. */
-GPUCOLL_EXPORT const char *gpucoll_backend(void);
+GPUCOLL_EXPORT const char* gpucoll_backend(void);
 
 /* "major.minor.patch" of the library. */
-GPUCOLL_EXPORT const char *gpucoll_version(void);
+GPUCOLL_EXPORT const char* gpucoll_version(void);
 
 /* Message of the calling thread's last failure ("" if none). */
-GPUCOLL_EXPORT const char *gpucoll_last_error(void);
+GPUCOLL_EXPORT const char* gpucoll_last_error(void);
 
 /* ---------------------------------------------------------------------------
  * Device memory for applications
@@ -77,15 +77,15 @@ GPUCOLL_EXPORT const char *gpucoll_last_error(void);
 
 /* Allocates bytes of device memory (cudaMalloc, or emu memory that the host
  * cannot touch). bytes == 0 yields a valid unique pointer. */
-GPUCOLL_EXPORT int gpucoll_malloc_device(void **ptr, size_t bytes);
+GPUCOLL_EXPORT int gpucoll_malloc_device(void** ptr, size_t bytes);
 /* Device memory that legacy CUDA IPC cannot export: a cudaMallocAsync pool
  * allocation, as PyTorch, JAX or Kokkos allocators hand to MPI (emu: an
  * allocation marked the same way). Collectives on it still run device to
  * device, through an exportable scratch copy. Free with gpucoll_free_device. */
-GPUCOLL_EXPORT int gpucoll_malloc_device_pool(void **ptr, size_t bytes);
-GPUCOLL_EXPORT int gpucoll_free_device(void *ptr);
+GPUCOLL_EXPORT int gpucoll_malloc_device_pool(void** ptr, size_t bytes);
+GPUCOLL_EXPORT int gpucoll_free_device(void* ptr);
 /* Copies bytes in any direction (host/device on either side), synchronously. */
-GPUCOLL_EXPORT int gpucoll_memcpy(void *dst, const void *src, size_t bytes);
+GPUCOLL_EXPORT int gpucoll_memcpy(void* dst, const void* src, size_t bytes);
 
 /* ---------------------------------------------------------------------------
  * Counters: which path each collective call took, per process
@@ -112,9 +112,9 @@ typedef enum gpucoll_path {
 typedef struct gpucoll_counters {
     /* calls[c][p]: number of calls of collective c that took path p */
     uint64_t calls[GPUCOLL_COLL_COUNT][GPUCOLL_PATH_COUNT];
-    uint64_t bytes_staged;   /* bytes copied between device and host staging buffers */
-    uint64_t bytes_peer;     /* bytes moved between peers on the accelerated path */
-    uint64_t sync_rounds;    /* synchronisation rounds on the accelerated path */
+    uint64_t bytes_staged; /* bytes copied between device and host staging buffers */
+    uint64_t bytes_peer;   /* bytes moved between peers on the accelerated path */
+    uint64_t sync_rounds;  /* synchronisation rounds on the accelerated path */
     /* the most recent call of this process */
     gpucoll_coll_t last_coll;
     gpucoll_path_t last_path;
@@ -123,18 +123,18 @@ typedef struct gpucoll_counters {
     char last_algorithm[32]; /* "staged", "delegated", or the algorithm's name */
 } gpucoll_counters_t;
 
-GPUCOLL_EXPORT int gpucoll_counters_get(gpucoll_counters_t *out);
+GPUCOLL_EXPORT int gpucoll_counters_get(gpucoll_counters_t* out);
 GPUCOLL_EXPORT void gpucoll_counters_reset(void);
-GPUCOLL_EXPORT const char *gpucoll_coll_name(gpucoll_coll_t coll);
-GPUCOLL_EXPORT const char *gpucoll_path_name(gpucoll_path_t path);
+GPUCOLL_EXPORT const char* gpucoll_coll_name(gpucoll_coll_t coll);
+GPUCOLL_EXPORT const char* gpucoll_path_name(gpucoll_path_t path);
 
 /* ---------------------------------------------------------------------------
  * Component interface (used by coll/gpucoll; stable C, no MPI types)
  * ------------------------------------------------------------------------- */
 
 typedef enum gpucoll_memtype {
-    GPUCOLL_MEM_HOST = 0,   /* ordinary or pinned host memory */
-    GPUCOLL_MEM_DEVICE = 1  /* memory only the device (backend) can touch */
+    GPUCOLL_MEM_HOST = 0,  /* ordinary or pinned host memory */
+    GPUCOLL_MEM_DEVICE = 1 /* memory only the device (backend) can touch */
 } gpucoll_memtype_t;
 
 /* Element types the device reductions know. */
@@ -173,21 +173,21 @@ typedef enum gpucoll_op {
 } gpucoll_op_t;
 
 GPUCOLL_EXPORT size_t gpucoll_dtype_size(gpucoll_dtype_t dtype);
-GPUCOLL_EXPORT const char *gpucoll_dtype_name(gpucoll_dtype_t dtype);
-GPUCOLL_EXPORT const char *gpucoll_op_name(gpucoll_op_t op);
+GPUCOLL_EXPORT const char* gpucoll_dtype_name(gpucoll_dtype_t dtype);
+GPUCOLL_EXPORT const char* gpucoll_op_name(gpucoll_op_t op);
 /* 1 if MPI defines op on dtype (e.g. MIN on complex: no; BAND on float: no). */
 GPUCOLL_EXPORT int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op);
 
 /* Classifies ptr for the active backend. A pointer the backend does not know
  * is host memory. With backend "none" every pointer is host memory. */
-GPUCOLL_EXPORT gpucoll_memtype_t gpucoll_mem_type(const void *ptr);
+GPUCOLL_EXPORT gpucoll_memtype_t gpucoll_mem_type(const void* ptr);
 
 /* A pinned host staging buffer of at least bytes, owned by the library and
  * reused between calls: slot 0..GPUCOLL_STAGING_SLOTS-1 lets one call hold
  * several buffers at once. Valid until the next call for the same slot or
  * gpucoll_staging_release(). Not thread-safe per slot. */
 #define GPUCOLL_STAGING_SLOTS 4
-GPUCOLL_EXPORT int gpucoll_staging_buffer(int slot, size_t bytes, void **host);
+GPUCOLL_EXPORT int gpucoll_staging_buffer(int slot, size_t bytes, void** host);
 GPUCOLL_EXPORT void gpucoll_staging_release(void);
 
 /* dst[i] = a[i] op b[i] for count elements, on the device (dst may equal a or b).
@@ -195,13 +195,13 @@ GPUCOLL_EXPORT void gpucoll_staging_release(void);
  * (GPUCOLL_ERR_INVALID_ARG otherwise: a GPU kernel cannot read pageable host
  * memory). GPUCOLL_ERR_UNSUPPORTED when the backend cannot do (dtype, op),
  * e.g. long double on CUDA: stage through host memory instead. */
-GPUCOLL_EXPORT int gpucoll_reduce(void *dst, const void *a, const void *b, size_t count,
+GPUCOLL_EXPORT int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count,
                                   gpucoll_dtype_t dtype, gpucoll_op_t op);
 
 /* Counter updates from the component. bytes_staged: bytes copied between
  * device and host for this call. */
 GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path,
-                                            uint64_t bytes_staged, const char *algorithm);
+                                            uint64_t bytes_staged, const char* algorithm);
 
 /* ---------------------------------------------------------------------------
  * Communicators: the accelerated (device-to-device) path
@@ -211,12 +211,12 @@ GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t 
  * communicator's saved host module; tests implement it with threads or
  * processes. Every function returns 0 on success. */
 typedef struct gpucoll_bootstrap {
-    void *ctx;
+    void* ctx;
     int rank;
     int size;
     /* recv receives size * bytes: every rank's bytes of send, in rank order */
-    int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
-    int (*barrier)(void *ctx);
+    int (*allgather)(void* ctx, const void* send, void* recv, size_t bytes);
+    int (*barrier)(void* ctx);
 } gpucoll_bootstrap_t;
 
 /* Algorithms of the accelerated path. AUTO lets the selection table choose by
@@ -224,17 +224,17 @@ typedef struct gpucoll_bootstrap {
 typedef enum gpucoll_algorithm {
     GPUCOLL_ALGO_AUTO = 0,
     GPUCOLL_ALGO_STAGED,
-    GPUCOLL_ALGO_ONE_SHOT,  /* allreduce: every rank reduces all inputs */
-    GPUCOLL_ALGO_TWO_SHOT,  /* allreduce: reduce-scatter then allgather, full mesh */
-    GPUCOLL_ALGO_RING,      /* allreduce, reduce_scatter, allgather: neighbour ring */
-    GPUCOLL_ALGO_DIRECT,    /* reduce_scatter, reduce, allgather, bcast: read peers directly */
-    GPUCOLL_ALGO_CHAIN,     /* bcast: pipelined chain */
+    GPUCOLL_ALGO_ONE_SHOT, /* allreduce: every rank reduces all inputs */
+    GPUCOLL_ALGO_TWO_SHOT, /* allreduce: reduce-scatter then allgather, full mesh */
+    GPUCOLL_ALGO_RING,     /* allreduce, reduce_scatter, allgather: neighbour ring */
+    GPUCOLL_ALGO_DIRECT,   /* reduce_scatter, reduce, allgather, bcast: read peers directly */
+    GPUCOLL_ALGO_CHAIN,    /* bcast: pipelined chain */
     GPUCOLL_ALGO_COUNT
 } gpucoll_algorithm_t;
 
-GPUCOLL_EXPORT const char *gpucoll_algorithm_name(gpucoll_algorithm_t algo);
+GPUCOLL_EXPORT const char* gpucoll_algorithm_name(gpucoll_algorithm_t algo);
 /* GPUCOLL_ALGO_COUNT if name is unknown. */
-GPUCOLL_EXPORT gpucoll_algorithm_t gpucoll_algorithm_from_name(const char *name);
+GPUCOLL_EXPORT gpucoll_algorithm_t gpucoll_algorithm_from_name(const char* name);
 /* 1 if algo can serve coll on the accelerated path (AUTO and STAGED: always). */
 GPUCOLL_EXPORT int gpucoll_algorithm_valid(gpucoll_coll_t coll, gpucoll_algorithm_t algo);
 
@@ -244,42 +244,49 @@ typedef struct gpucoll_comm_config {
     /* 1: the user asserts that on every call all ranks pass the same kind of
      * memory, so no agreement is needed (MPI 4.1 mpi_assert_memory_alloc_kinds) */
     int uniform_memory;
-    size_t one_shot_max_bytes;   /* allreduce: one-shot up to this size */
-    size_t chain_min_bytes;      /* bcast: pipelined chain from this size */
-    size_t chunk_bytes;          /* pipeline chunk of chain and ring steps */
-    size_t ipc_cache_entries;    /* bound of the per-process IPC mapping cache */
-    int verbose;                 /* 0 silent; 1 selection per communicator; 10 per call */
-    void (*log)(int level, const char *message); /* where verbose output goes (NULL: stderr) */
+    size_t one_shot_max_bytes; /* allreduce: one-shot up to this size */
+    size_t chain_min_bytes;    /* bcast: pipelined chain from this size */
+    size_t chunk_bytes;        /* pipeline chunk of chain and ring steps */
+    size_t ipc_cache_entries;  /* bound of the per-process IPC mapping cache */
+    int verbose;               /* 0 silent; 1 selection per communicator; 10 per call */
+    void (*log)(int level, const char* message); /* where verbose output goes (NULL: stderr) */
+    /* Called while a rank waits for its peers (NULL: nothing), so that the
+     * job's own communication progresses: the component passes opal_progress.
+     * Without it a peer blocked in a send that needs our progress would hang. */
+    void (*progress)(void);
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */
-GPUCOLL_EXPORT void gpucoll_comm_config_init(gpucoll_comm_config_t *config);
+GPUCOLL_EXPORT void gpucoll_comm_config_init(gpucoll_comm_config_t* config);
 
 typedef struct gpucoll_comm gpucoll_comm_t;
 
 /* Collective over the bootstrap's ranks. *out is NULL (and 0 returned) when
  * the accelerated path cannot serve this group (ranks on several nodes, no
  * device backend); every rank then gets NULL. */
-GPUCOLL_EXPORT int gpucoll_comm_create(const gpucoll_bootstrap_t *bootstrap,
-                                       const gpucoll_comm_config_t *config,
-                                       gpucoll_comm_t **out);
+GPUCOLL_EXPORT int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap,
+                                       const gpucoll_comm_config_t* config, gpucoll_comm_t** out);
 /* Local; releases the shared segment, scratch buffers and their mappings. */
-GPUCOLL_EXPORT void gpucoll_comm_destroy(gpucoll_comm_t *comm);
+GPUCOLL_EXPORT void gpucoll_comm_destroy(gpucoll_comm_t* comm);
 
 /* One collective call. Every rank of the communicator calls gpucoll_comm_run
  * for every call of the collective, whatever memory it passes, unless the
  * communicator was created with uniform_memory. */
 typedef struct gpucoll_call {
     gpucoll_coll_t coll;
-    const void *sendbuf;   /* NULL: MPI_IN_PLACE (or no send buffer: bcast) */
-    void *recvbuf;         /* bcast: the buffer */
+    const void* sendbuf;   /* NULL: MPI_IN_PLACE (or no send buffer: bcast) */
+    void* recvbuf;         /* bcast: the buffer */
     size_t count;          /* elements; allgather: per rank; bcast: elements of buf */
-    const size_t *counts;  /* reduce_scatter: size entries (elements per rank) */
+    const size_t* counts;  /* reduce_scatter: size entries (elements per rank) */
     gpucoll_dtype_t dtype; /* bcast and allgather: GPUCOLL_BYTE with count in bytes is fine */
     gpucoll_op_t op;       /* reductions only */
     int root;              /* bcast, reduce */
     int eligible;          /* 0: this rank cannot take the accelerated path (derived
-                              datatype, user op...): all ranks decline together */
+                              datatype, user op, host buffers...): all ranks decline together.
+                              Ineligible calls still describe the same bytes as the
+                              other ranks' (e.g. GPUCOLL_BYTE x total bytes). */
+    int on_device;         /* 1: the caller checked that every buffer of this rank that
+                              the call uses is device memory (the core skips its check) */
 } gpucoll_call_t;
 
 /* Runs call on the accelerated path. Returns
@@ -288,7 +295,7 @@ typedef struct gpucoll_call {
  *                     caller handles it (host buffers: saved module, device
  *                     buffers: staging) — the same answer on every rank;
  *   other             failure (every rank fails, no hang). */
-GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t *comm, const gpucoll_call_t *call);
+GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,10 @@ struct Algorithm {
     size_t (*temp_bytes)(const gpucoll_call_t& call, int size, size_t elem);
     // Copies the input into the scratch slot before posting (one-shot).
     bool input_in_scratch;
+    // Peers read this rank's send/receive buffers (all but one-shot).
+    bool posts_buffers;
+    // Needs the local result buffer (in-place results kept aside).
+    bool needs_result;
 };
 
 // The algorithm id serves coll, or nullptr.
@@ -26,8 +30,9 @@ size_t call_bytes(const gpucoll_call_t& call, int size, size_t elem);
 // Bytes of this rank's buffers that a call reads (send, recv) and writes (out).
 struct BufferBytes {
     size_t send = 0;
-    size_t recv = 0;  // the receive buffer's significant size (in place: the input too)
-    size_t out = 0;   // what the call writes into it
+    size_t recv = 0;             // the receive buffer's significant size (in place: the input too)
+    size_t out = 0;              // what the call writes into it
+    bool recv_is_input = false;  // the call reads the receive buffer (in place, bcast root)
 };
 BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t elem);
 

@@ -18,9 +18,13 @@ Status CallContext::resolve(int p, int which, char** out) {
         return set_error(GPUCOLL_ERR_INTERNAL, "rank %d posted no buffer %d for call %llu", p,
                          which, static_cast<unsigned long long>(seq));
     void* addr = nullptr;
-    std::shared_ptr<IpcMapping> pin;
-    GPUCOLL_TRY(comm.cache().resolve(device, comm.pid(p), desc, &addr, &pin));
-    if (pin) pins_.push_back(std::move(pin));
+    if (desc.internal != 0) {
+        GPUCOLL_TRY(comm.resolve_internal(p, desc, &addr));
+    } else {
+        std::shared_ptr<IpcMapping> pin;
+        GPUCOLL_TRY(comm.cache().resolve(device, comm.pid(p), desc, &addr, &pin));
+        if (pin) pins_.push_back(std::move(pin));
+    }
     *out = static_cast<char*>(addr);
     return kSuccess;
 }
@@ -55,7 +59,7 @@ void CallContext::signal(uint64_t step) {
 }
 
 Status CallContext::wait_peer(int peer, uint64_t step) {
-    return comm.wait_progress(peer, progress_word(seq, step));
+    return comm.wait_progress(peer, progress_word(seq, step), true);
 }
 
 Status CallContext::wait_all(uint64_t step) {

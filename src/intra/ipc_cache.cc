@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace gpucoll::intra {
 
 Status IpcCache::describe(Device* device, const void* ptr, BufferDesc* desc) {
@@ -19,15 +21,22 @@ Status IpcCache::describe(Device* device, const void* ptr, BufferDesc* desc) {
         desc->handle = it->second;
         return kSuccess;
     }
-    GPUCOLL_TRY(device->ipc_export(info.base, &desc->handle));
-    exports_.emplace(info.buffer_id, desc->handle);
+    if (unexportable_.count(info.buffer_id) != 0)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "IPC cannot export %p (pool memory)", ptr);
+    const Status s = device->ipc_export(info.base, &desc->handle);
+    if (s != kSuccess && s != GPUCOLL_ERR_UNSUPPORTED) return s;
+    if (s == kSuccess)
+        exports_.emplace(info.buffer_id, desc->handle);
+    else
+        unexportable_.emplace(info.buffer_id, true);
     export_order_.push_back(info.buffer_id);
-    // Buffer ids are never reused, so old exports only cost memory: bound them.
+    // Buffer ids are never reused, so old entries only cost memory: bound them.
     while (export_order_.size() > 4 * capacity_ + 16) {
         exports_.erase(export_order_.front());
+        unexportable_.erase(export_order_.front());
         export_order_.pop_front();
     }
-    return kSuccess;
+    return s;
 }
 
 Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
@@ -69,6 +78,11 @@ void IpcCache::set_capacity(size_t entries) {
     evict_locked();
 }
 
+void IpcCache::reserve_capacity(size_t entries) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_ = std::max(capacity_, entries);
+}
+
 size_t IpcCache::imported() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return imports_.size();
@@ -79,6 +93,7 @@ void IpcCache::clear() {
     imports_.clear();
     lru_.clear();
     exports_.clear();
+    unexportable_.clear();
     export_order_.clear();
 }
 

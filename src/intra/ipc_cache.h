@@ -21,7 +21,8 @@ namespace gpucoll::intra {
 
 class IpcCache {
 public:
-    explicit IpcCache(size_t capacity = 64) : capacity_(capacity) {}
+    // Capacity 0 until a communicator asks for some (reserve_capacity).
+    explicit IpcCache(size_t capacity = 0) : capacity_(capacity) {}
 
     // Fills desc so that a peer can reach ptr (device memory of this process).
     // GPUCOLL_ERR_UNSUPPORTED if the backend cannot export that memory.
@@ -32,6 +33,9 @@ public:
                    std::shared_ptr<IpcMapping>* pin);
 
     void set_capacity(size_t entries);
+    // Raises the capacity to at least entries (communicators of different
+    // sizes share the cache: the largest need wins).
+    void reserve_capacity(size_t entries);
     size_t imported() const;
     void clear();
 
@@ -47,8 +51,9 @@ private:
     size_t capacity_;
     std::map<Key, Import> imports_;
     std::list<Key> lru_;                     // front: most recently used
-    std::map<uint64_t, IpcHandle> exports_;  // by local buffer id
+    std::map<uint64_t, IpcHandle> exports_;  // by local buffer id; unexportable: not here
     std::list<uint64_t> export_order_;
+    std::map<uint64_t, bool> unexportable_;  // local buffer ids IPC refused (bounded like exports_)
 };
 
 }  // namespace gpucoll::intra

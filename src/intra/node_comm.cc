@@ -18,6 +18,24 @@ namespace gpucoll::intra {
 
 // ---------------------------------------------------------------- DeviceBuffer
 
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : device_(other.device_), ptr_(other.ptr_), size_(other.size_) {
+    other.ptr_ = nullptr;
+    other.size_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+        reset();
+        device_ = other.device_;
+        ptr_ = other.ptr_;
+        size_ = other.size_;
+        other.ptr_ = nullptr;
+        other.size_ = 0;
+    }
+    return *this;
+}
+
 Status DeviceBuffer::allocate(Device* device, size_t bytes) {
     reset();
     void* p = nullptr;
@@ -26,11 +44,6 @@ Status DeviceBuffer::allocate(Device* device, size_t bytes) {
     ptr_ = p;
     size_ = bytes;
     return kSuccess;
-}
-
-Status DeviceBuffer::reserve(Device* device, size_t bytes) {
-    if (ptr_ != nullptr && size_ >= bytes) return kSuccess;
-    return allocate(device, bytes);
 }
 
 void DeviceBuffer::reset() {
@@ -43,11 +56,31 @@ void DeviceBuffer::reset() {
 
 namespace {
 
+// What must be equal on every rank for the ranks to take the same decisions
+// (MCA parameters are per process: nothing else checks that they agree).
+struct Settings {
+    int32_t algorithm[GPUCOLL_COLL_COUNT];
+    int32_t uniform_memory;
+    uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes;
+    bool operator==(const Settings&) const = default;
+};
+
+Settings settings_of(const gpucoll_comm_config_t& c) {
+    Settings s{};
+    for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) s.algorithm[i] = c.algorithm[i];
+    s.uniform_memory = c.uniform_memory;
+    s.one_shot_max_bytes = c.one_shot_max_bytes;
+    s.chain_min_bytes = c.chain_min_bytes;
+    s.chunk_bytes = c.chunk_bytes;
+    return s;
+}
+
 // Who a rank is, exchanged once per communicator.
 struct Hello {
     char node[96];    // boot id + host name: equal on one node
     char backend[8];  // "cuda", "emu", "none"
     int32_t pid;
+    Settings settings;
 };
 
 std::string node_identity() {
@@ -95,6 +128,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     std::snprintf(hello.backend, sizeof hello.backend, "%s",
                   comm->device_ ? comm->device_->name() : "none");
     hello.pid = getpid();
+    hello.settings = settings_of(config);
     std::vector<Hello> all;
     GPUCOLL_TRY(allgather(bs, hello, &all));
     for (const Hello& h : all) {
@@ -104,6 +138,12 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         }
         if (std::strcmp(h.backend, hello.backend) != 0 || std::strcmp(h.backend, "none") == 0) {
             comm->log(1, "accelerated path off: device backends differ or none is active");
+            return kSuccess;
+        }
+        if (!(h.settings == hello.settings)) {
+            comm->log(0 /* always */,
+                      "accelerated path off: the coll_gpucoll_* parameters differ between the "
+                      "ranks of this communicator; set them the same everywhere");
             return kSuccess;
         }
     }
@@ -120,7 +160,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
 }
 
 Status NodeComm::setup(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config) {
-    cache_->set_capacity(std::max<size_t>(config.ipc_cache_entries, 4 * size_t(size_)));
+    cache_->reserve_capacity(std::max<size_t>(config.ipc_cache_entries, 4 * size_t(size_)));
     Status s = setup_segment(bs);
     if (s != kSuccess) return s;
     return setup_scratch(bs);
@@ -179,16 +219,31 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
     return all_ok ? kSuccess : GPUCOLL_DECLINED;
 }
 
-NodeComm::~NodeComm() {
-    // Every peer has posted our last call (so it finished the ones before),
-    // and if that call ran accelerated, finished it too. Not after a failure.
-    if (seq_ > 0 && !aborted()) {
+NodeComm::~NodeComm() { teardown(); }
+
+// Nobody may still read our buffers when we free them, and a buffer must not
+// be freed while a peer still has it mapped (CUDA leaves that undefined).
+void NodeComm::teardown() {
+    if (!segment_.mapped()) return;  // setup never got as far as the segment
+    if (aborted()) return;           // after a failure: leak rather than wait on a broken peer
+    // 1. Every peer posted our last call (so finished those before) and, if
+    //    that call ran accelerated, finished it: one-shot peers read our
+    //    scratch after we return.
+    if (seq_ > 0) {
         const uint64_t step = last_accelerated_ == seq_ ? kStepDone : 0;
         for (int p = 0; p < size_; ++p)
-            if (p != rank_ && wait_progress(p, progress_word(seq_, step)) != kSuccess) break;
+            if (p != rank_) wait_progress(p, progress_word(seq_, step), false);
     }
-    // Peers' mappings go first, then our own buffers; the segment unmaps last.
+    // 2. Unmap every peer's buffers, say so, and wait until all peers did.
+    internal_imports_.clear();
     scratch_mappings_.clear();
+    segment_.slot(rank_).closed.store(1, std::memory_order_release);
+    for (int p = 0; p < size_; ++p)
+        while (p != rank_ && segment_.slot(p).closed.load(std::memory_order_acquire) == 0) {
+            if (config_.progress != nullptr) config_.progress();
+            sched_yield();
+        }
+    // 3. Our buffers are freed by the members' destructors.
 }
 
 char* NodeComm::scratch_slot(int p, uint64_t seq) const {
@@ -197,38 +252,41 @@ char* NodeComm::scratch_slot(int p, uint64_t seq) const {
 
 // ---------------------------------------------------------------- progress
 
-int NodeComm::fail(Status s) {
-    log(1, "accelerated call failed: %s", last_error());
-    abort();
+int NodeComm::fail(Status s, uint64_t seq) {
+    log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
+        static_cast<unsigned long long>(seq), last_error());
+    uint64_t none = 0;
+    segment_.header().abort.compare_exchange_strong(none, seq, std::memory_order_acq_rel);
     poisoned_ = true;
     return s;
 }
-
-void NodeComm::abort() { segment_.header().abort.store(1, std::memory_order_release); }
 
 bool NodeComm::aborted() const {
     return segment_.header().abort.load(std::memory_order_acquire) != 0;
 }
 
-Status NodeComm::wait_progress(int peer, uint64_t word) {
+Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
+    const uint64_t seq = word >> kStepBits;
     for (unsigned spins = 0;; ++spins) {
         if (flag.load(std::memory_order_acquire) >= word) return kSuccess;
-        if (aborted())
+        if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
-                             "a peer failed during a gpucoll collective on this communicator; "
-                             "see its error output");
-        if (spins < 128)
+                             "a peer failed during this gpucoll collective; see its error "
+                             "output");
+        if (spins < 128) {
             __builtin_ia32_pause();
-        else
+        } else {
+            if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
             sched_yield();
+        }
     }
 }
 
 Status NodeComm::wait_all_seen(uint64_t word) {
     for (int p = 0; p < size_; ++p) {
         if (p == rank_ || peer_seen_[p] >= word) continue;
-        GPUCOLL_TRY(wait_progress(p, word));
+        GPUCOLL_TRY(wait_progress(p, word, false));
         peer_seen_[p] = segment_.slot(p).progress.load(std::memory_order_acquire);
     }
     return kSuccess;
@@ -256,26 +314,60 @@ bool is_device(Device* d, const void* p) {
     return p != nullptr && d->query(p, &info) == kSuccess && info.type == GPUCOLL_MEM_DEVICE;
 }
 
-// Are all buffers that matter for this rank device memory?
-bool buffers_on_device(Device* d, const gpucoll_call_t& c, int rank) {
-    switch (c.coll) {
-        case GPUCOLL_COLL_BCAST:
-            return is_device(d, c.recvbuf);
-        case GPUCOLL_COLL_REDUCE:
-            if (c.sendbuf != nullptr && !is_device(d, c.sendbuf)) return false;
-            return rank != c.root || is_device(d, c.recvbuf);
-        default:
-            return (c.sendbuf == nullptr || is_device(d, c.sendbuf)) && is_device(d, c.recvbuf);
-    }
-}
-
 }  // namespace
 
-Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq) {
+Status NodeComm::grow(DeviceBuffer& buffer, size_t bytes) {
+    if (buffer.data() != nullptr && buffer.size() >= bytes) return kSuccess;
+    const size_t want = std::max(bytes, 2 * buffer.size());
+    if (buffer.data() != nullptr) retired_.push_back(std::move(buffer));
+    return buffer.allocate(device_, want);
+}
+
+Status NodeComm::describe_internal(const DeviceBuffer& buffer, BufferDesc* desc) {
+    GPUCOLL_TRY(cache_->describe(device_, buffer.data(), desc));
+    desc->internal = 1;
+    return kSuccess;
+}
+
+// Memory IPC cannot export (cudaMallocAsync pools, cuMemCreate) is replaced by
+// an exportable copy: peers work on the copy, and the results are copied back
+// after the call. Local copies only: the bytes between peers stay the same.
+Status NodeComm::describe_or_copy(const void* user, size_t bytes, bool copy_in, DeviceBuffer& copy,
+                                  BufferDesc* desc, const void** used) {
+    *used = user;
+    if (user == nullptr || bytes == 0) return kSuccess;  // nobody's to read: not posted
+    const Status s = cache_->describe(device_, user, desc);
+    if (s != GPUCOLL_ERR_UNSUPPORTED) return s;
+    GPUCOLL_TRY(grow(copy, bytes));
+    if (copy_in) GPUCOLL_TRY(device_->memcpy(copy.data(), user, bytes, nullptr));
+    *used = copy.data();
+    return describe_internal(copy, desc);
+}
+
+Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
+                         Prepared* out) {
     const Algorithm* a = find_algorithm(call.coll, algo);
     const size_t elem = reduce::dtype_size(call.dtype);
-    if (a->temp_bytes != nullptr)
-        GPUCOLL_TRY(temp_.reserve(device_, a->temp_bytes(call, size_, elem)));
+    const BufferBytes bytes = buffer_bytes(call, size_, rank_, elem);
+    out->call = call;
+    if (!call.on_device && ((bytes.send != 0 && !is_device(device_, call.sendbuf)) ||
+                            (bytes.recv != 0 && !is_device(device_, call.recvbuf))))
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "host memory: not for the accelerated path");
+    if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
+    if (a->temp_bytes != nullptr) {
+        GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, size_, elem)));
+        GPUCOLL_TRY(describe_internal(temp_, &out->desc[kTempBuf]));
+    }
+    if (a->posts_buffers) {
+        const void* used = nullptr;
+        GPUCOLL_TRY(describe_or_copy(call.sendbuf, bytes.send, true, copy_send_,
+                                     &out->desc[kSendBuf], &used));
+        out->call.sendbuf = used;
+        GPUCOLL_TRY(describe_or_copy(call.recvbuf, bytes.recv, bytes.recv_is_input, copy_recv_,
+                                     &out->desc[kRecvBuf], &used));
+        out->recv_copied = used != call.recvbuf;
+        out->call.recvbuf = const_cast<void*>(used);
+    }
     if (a->input_in_scratch) {
         // Our slot for this call was last read by peers two calls ago: every
         // peer has moved on once it posted the previous call.
@@ -286,112 +378,84 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     return kSuccess;
 }
 
-// Buffers that IPC cannot export (cudaMallocAsync pools, cuMemCreate) are
-// replaced by exportable copies: peers then work on the copies, and the
-// results are copied back after the call. Local copies only: the bytes
-// between peers stay the same.
-Status NodeComm::shadow_unexportable(gpucoll_call_t* call, bool* recv_shadowed) {
-    *recv_shadowed = false;
-    const BufferBytes bytes = buffer_bytes(*call, size_, rank_, reduce::dtype_size(call->dtype));
-    auto shadow = [&](const void* user, size_t n, DeviceBuffer& copy, void** out) -> Status {
-        *out = nullptr;
-        if (user == nullptr || n == 0) return kSuccess;
-        BufferDesc desc;
-        const Status s = cache_->describe(device_, user, &desc);
-        if (s != GPUCOLL_ERR_UNSUPPORTED) return s;
-        GPUCOLL_TRY(copy.reserve(device_, n));
-        GPUCOLL_TRY(device_->memcpy(copy.data(), user, n, nullptr));
-        *out = copy.data();
-        return kSuccess;
-    };
-    void* send_copy = nullptr;
-    void* recv_copy = nullptr;
-    GPUCOLL_TRY(shadow(call->sendbuf, bytes.send, shadow_send_, &send_copy));
-    GPUCOLL_TRY(shadow(call->recvbuf, bytes.recv, shadow_recv_, &recv_copy));
-    if (send_copy != nullptr) call->sendbuf = send_copy;
-    if (recv_copy != nullptr) {
-        call->recvbuf = recv_copy;
-        *recv_shadowed = true;
-    }
-    return kSuccess;
-}
-
-Status NodeComm::post(uint64_t seq, PostKind kind, const gpucoll_call_t* call,
-                      gpucoll_algorithm_t algo) {
-    // Do not overwrite a post that a peer may still have to read. What we saw
-    // of a peer's progress stays true (it only grows): look again only when
-    // that is not enough, about once every kPostDepth calls.
-    if (seq >= kPostDepth) GPUCOLL_TRY(wait_all_seen(progress_word(seq - kPostDepth + 1, 0)));
+void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared) {
+    // Do not overwrite a post that a peer may still have to read. Every rank
+    // posts every call, so this wait always ends.
+    if (seq >= kPostDepth) wait_all_seen(progress_word(seq - kPostDepth + 1, 0));
     Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
-    if (kind == PostKind::Accelerate) {  // peers read descriptors of accelerated posts only
-        post = Post{};
-        // Buffers of no significant size (a zero block of reduce_scatter, the
-        // receive buffer of a non-root reduce) are nobody's to read.
-        const BufferBytes bytes = buffer_bytes(*call, size_, rank_, reduce::dtype_size(call->dtype));
-        const void* bufs[kPostedBuffers] = {bytes.send != 0 ? call->sendbuf : nullptr,
-                                            bytes.recv != 0 ? call->recvbuf : nullptr, nullptr};
-        if (find_algorithm(call->coll, algo)->temp_bytes != nullptr) bufs[kTempBuf] = temp_.data();
-        for (int b = 0; b < kPostedBuffers && kind == PostKind::Accelerate; ++b)
-            if (bufs[b] != nullptr &&
-                cache_->describe(device_, bufs[b], &post.buf[b]) != kSuccess) {
-                log(10, "call %llu: cannot export a buffer (%s): declining",
-                    static_cast<unsigned long long>(seq), last_error());
-                kind = PostKind::Decline;
-            }
-    }
+    if (kind == PostKind::Accelerate)  // peers read descriptors of accelerated posts only
+        for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
     post.kind = kind;
     segment_.slot(rank_).progress.store(progress_word(seq, 0), std::memory_order_release);
-    return kSuccess;
 }
 
 int NodeComm::run(const gpucoll_call_t& call) {
-    if (poisoned_)
-        return set_error(GPUCOLL_ERR_INTERNAL,
-                         "this communicator's accelerated path failed earlier; free it");
     const size_t elem = reduce::dtype_size(call.dtype);
-    if (elem == 0) return GPUCOLL_DECLINED;  // ineligible calls may carry any dtype
+    if (elem == 0) return GPUCOLL_DECLINED;  // the same on every rank for a valid call
     const char* why = "";
     const gpucoll_algorithm_t algo =
         select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
     if (algo == GPUCOLL_ALGO_STAGED) return GPUCOLL_DECLINED;  // by size or configuration
 
     const uint64_t seq = ++seq_;
-    PostKind kind = call.eligible && buffers_on_device(device_, call, rank_) ? PostKind::Accelerate
-                                                                             : PostKind::Decline;
-    gpucoll_call_t local = call;  // user buffers, or exportable copies of them
-    bool recv_shadowed = false;
-    if (kind == PostKind::Accelerate && (shadow_unexportable(&local, &recv_shadowed) != kSuccess ||
-                                         prepare(local, algo, seq) != kSuccess)) {
-        log(10, "call %llu: preparation failed (%s): declining",
-            static_cast<unsigned long long>(seq), last_error());
-        kind = PostKind::Decline;
+    const uint64_t failed = segment_.header().abort.load(std::memory_order_acquire);
+    if (poisoned_ || failed != 0) {  // a rank failed a call: everyone declines from then on
+        post(seq, PostKind::Decline, nullptr);
+        if (seq == failed)
+            return set_error(GPUCOLL_ERR_INTERNAL,
+                             "a peer failed this gpucoll collective; see its error output");
+        return GPUCOLL_DECLINED;
     }
-    Status s = post(seq, kind, &local, algo);
-    if (s != kSuccess) return fail(s);
-    if (segment_.slot(rank_).posts[seq % kPostDepth].kind == PostKind::Decline)
-        return GPUCOLL_DECLINED;  // our own answer decides: no need to wait
+    Prepared prepared;
+    PostKind kind = PostKind::Decline;
+    if (call.eligible) {
+        if (prepare(call, algo, seq, &prepared) == kSuccess)
+            kind = PostKind::Accelerate;
+        else if (config_.verbose >= 10)
+            log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
+    }
+    post(seq, kind, &prepared);
+    if (kind == PostKind::Decline) return GPUCOLL_DECLINED;  // our own answer decides
 
-    CallContext ctx(*this, local, seq);
-    if ((s = ctx.wait_all(0)) != kSuccess) return fail(s);
+    CallContext ctx(*this, prepared.call, seq);
+    Status s = ctx.wait_all(0);
+    if (s != kSuccess) return fail(s, seq);
     for (int p = 0; p < size_; ++p)
         if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
 
-    last_accelerated_ = seq;
-    if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s);
+    if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s, seq);
     ctx.signal(kStepDone);
-    if (recv_shadowed) {
+    last_accelerated_ = seq;
+    if (prepared.recv_copied) {
         const size_t out = buffer_bytes(call, size_, rank_, elem).out;
-        if ((s = device_->memcpy(call.recvbuf, local.recvbuf, out, nullptr)) != kSuccess)
-            return fail(s);
+        if ((s = device_->memcpy(call.recvbuf, prepared.call.recvbuf, out, nullptr)) != kSuccess)
+            return fail(s, seq);
     }
-    log(10, "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu rounds (%s)",
-        static_cast<unsigned long long>(seq), gpucoll_coll_name(call.coll),
-        gpucoll_algorithm_name(algo), call_bytes(call, size_, elem),
-        static_cast<unsigned long long>(ctx.bytes_peer),
-        static_cast<unsigned long long>(ctx.rounds), why);
+    if (config_.verbose >= 10)
+        log(10, "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu rounds (%s)",
+            static_cast<unsigned long long>(seq), gpucoll_coll_name(call.coll),
+            gpucoll_algorithm_name(algo), call_bytes(call, size_, elem),
+            static_cast<unsigned long long>(ctx.bytes_peer),
+            static_cast<unsigned long long>(ctx.rounds), why);
     counters_record({call.coll, GPUCOLL_PATH_ACCELERATED, 0, ctx.bytes_peer, ctx.rounds,
                      gpucoll_algorithm_name(algo)});
     return GPUCOLL_SUCCESS;
+}
+
+Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out) {
+    if (pids_[p] == getpid()) {  // a thread-rank of this process
+        *out = reinterpret_cast<char*>(desc.base) + desc.offset;
+        return kSuccess;
+    }
+    auto key = std::make_pair(p, desc.buffer_id);
+    auto it = internal_imports_.find(key);
+    if (it == internal_imports_.end()) {
+        std::unique_ptr<IpcMapping> mapping;
+        GPUCOLL_TRY(device_->ipc_import(desc.handle, &mapping));
+        it = internal_imports_.emplace(key, std::move(mapping)).first;
+    }
+    *out = static_cast<char*>(it->second->address()) + desc.offset;
+    return kSuccess;
 }
 
 }  // namespace gpucoll::intra

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "device/device.h"
@@ -20,10 +22,10 @@ public:
     DeviceBuffer() = default;
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    DeviceBuffer(DeviceBuffer&& other) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
     ~DeviceBuffer() { reset(); }
     Status allocate(Device* device, size_t bytes);
-    // Grows (never shrinks) to at least bytes; contents are not kept.
-    Status reserve(Device* device, size_t bytes);
     void reset();
     void* data() const { return ptr_; }
     size_t size() const { return size_; }
@@ -62,6 +64,7 @@ public:
     Status wait_all(uint64_t step);  // one synchronisation round
 
     // Device work, accounted: bytes read from or written to peers' memory.
+    // Errors of waits after a peer failed this call say so.
     Status copy(void* dst, const void* src, size_t bytes, bool crosses_peer);
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, size_t peer_srcs);
 
@@ -87,6 +90,10 @@ public:
     // gpucoll_comm_run: GPUCOLL_SUCCESS, GPUCOLL_DECLINED or an error.
     int run(const gpucoll_call_t& call);
 
+    // This process's address of a communicator-owned buffer (temp, copies)
+    // that rank p posted; mapped once per communicator, unmapped at teardown.
+    Status resolve_internal(int p, const BufferDesc& desc, void** out);
+
     int rank() const { return rank_; }
     int size() const { return size_; }
     Device* device() const { return device_; }
@@ -103,17 +110,19 @@ public:
     size_t scratch_slot_bytes() const { return scratch_slot_bytes_; }
     char* scratch_slot(int p, uint64_t seq) const;
 
-    DeviceBuffer& temp() { return temp_; }      // local, posted when an algorithm needs it
+    DeviceBuffer& temp() { return temp_; }      // posted when an algorithm needs it
     DeviceBuffer& result() { return result_; }  // local only (in-place results)
 
-    Status wait_progress(int peer, uint64_t word);
-    // Every peer's progress has reached word; reads a peer's flag only when
-    // what we saw of it before is not enough (it only grows).
+    // Waits until peer's progress reaches word. abortable: give up with an
+    // error when a rank failed the call that word belongs to (waits for a
+    // peer's post are never abortable: every rank posts every call).
+    Status wait_progress(int peer, uint64_t word, bool abortable);
+    // Every peer's progress has reached word (a post, not a step); reads a
+    // peer's flag only when what we saw of it before is not enough.
     Status wait_all_seen(uint64_t word);
-    // A failure after posting: tell every peer (they stop waiting and fail
-    // too), and refuse further calls on this communicator.
-    int fail(Status s);
-    void abort();
+    // A failure after posting call seq: every rank fails that call (waiting
+    // peers stop) and declines every later call, so all stay in step.
+    int fail(Status s, uint64_t seq);
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
 
@@ -122,9 +131,24 @@ private:
     Status setup(const gpucoll_bootstrap_t& bootstrap, const gpucoll_comm_config_t& config);
     Status setup_segment(const gpucoll_bootstrap_t& bootstrap);
     Status setup_scratch(const gpucoll_bootstrap_t& bootstrap);
-    Status post(uint64_t seq, PostKind kind, const gpucoll_call_t* call, gpucoll_algorithm_t algo);
-    Status prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq);
-    Status shadow_unexportable(gpucoll_call_t* call, bool* recv_shadowed);
+    void teardown();
+    // What a rank prepared locally before posting a call.
+    struct Prepared {
+        gpucoll_call_t call;  // the user's buffers, or exportable copies of them
+        BufferDesc desc[kPostedBuffers];
+        bool recv_copied = false;  // results go back to the user's buffer after the call
+    };
+    Status prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
+                   Prepared* out);
+    // Describes user for peers; memory IPC cannot export is replaced by an
+    // exportable copy (copy_in: with the user's contents).
+    Status describe_or_copy(const void* user, size_t bytes, bool copy_in, DeviceBuffer& copy,
+                            BufferDesc* desc, const void** used);
+    Status describe_internal(const DeviceBuffer& buffer, BufferDesc* desc);
+    // Grows buffer to at least bytes. The old allocation is kept until
+    // teardown: peers may still have it mapped.
+    Status grow(DeviceBuffer& buffer, size_t bytes);
+    void post(uint64_t seq, PostKind kind, const Prepared* prepared);
 
     int rank_ = 0;
     int size_ = 0;
@@ -135,7 +159,7 @@ private:
     std::vector<int> pids_;
     uint64_t seq_ = 0;
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
-    uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
+    uint64_t last_accelerated_ = 0;    // seq of the last call we ran on the accelerated path
     bool poisoned_ = false;
 
     size_t scratch_slot_bytes_ = 0;
@@ -145,8 +169,11 @@ private:
     DeviceBuffer temp_;
     DeviceBuffer result_;
     // Exportable copies of user buffers that IPC cannot export (pool memory).
-    DeviceBuffer shadow_send_;
-    DeviceBuffer shadow_recv_;
+    DeviceBuffer copy_send_;
+    DeviceBuffer copy_recv_;
+    std::vector<DeviceBuffer> retired_;  // outgrown buffers peers may still map
+    // Peers' internal buffers mapped by this rank, by (rank, buffer id).
+    std::map<std::pair<int, uint64_t>, std::unique_ptr<IpcMapping>> internal_imports_;
 };
 
 }  // namespace gpucoll::intra

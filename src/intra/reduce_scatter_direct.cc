@@ -11,7 +11,6 @@ Status reduce_scatter_direct(CallContext& ctx) {
     const int n = ctx.size, me = ctx.rank;
     const size_t mine = rs_count(ctx.call, me), displ = rs_displ(ctx.call, me) * ctx.elem;
     const bool in_place = ctx.call.sendbuf == nullptr;
-    if (in_place) GPUCOLL_TRY(ctx.comm.result().reserve(ctx.device, mine * ctx.elem));
     char* dst = in_place ? static_cast<char*>(ctx.comm.result().data())
                          : static_cast<char*>(ctx.call.recvbuf);
 

@@ -9,21 +9,26 @@ namespace gpucoll::intra {
 
 namespace {
 
+// collective, algorithm, function, temp bytes, input in scratch, posts buffers, needs result
 const Algorithm kAlgorithms[] = {
-    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, allreduce_one_shot, nullptr, true},
-    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, allreduce_two_shot, nullptr, false},
-    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, allreduce_ring, nullptr, false},
-    {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, allreduce_one_shot, nullptr, true, false,
+     false},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, allreduce_two_shot, nullptr, false, true,
+     false},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, allreduce_ring, nullptr, false, true, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false, true,
+     true},
     {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_RING, reduce_scatter_ring,
-     reduce_scatter_ring_temp_bytes, false},
-    {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false},
+     reduce_scatter_ring_temp_bytes, false, true, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_DIRECT, reduce_scatter_direct, nullptr, false,
+     true, true},
     {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_RING, reduce_scatter_ring,
-     reduce_scatter_ring_temp_bytes, false},
-    {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, reduce_direct, nullptr, false},
-    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_DIRECT, allgather_direct, nullptr, false},
-    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, allgather_ring, nullptr, false},
-    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, bcast_direct, nullptr, false},
-    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, bcast_chain, nullptr, false},
+     reduce_scatter_ring_temp_bytes, false, true, false},
+    {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, reduce_direct, nullptr, false, true, false},
+    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_DIRECT, allgather_direct, nullptr, false, true, false},
+    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, allgather_ring, nullptr, false, true, false},
+    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, bcast_direct, nullptr, false, true, false},
+    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, bcast_chain, nullptr, false, true, false},
 };
 
 constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {"auto", "staged", "one_shot", "two_shot",
@@ -57,7 +62,8 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
         case GPUCOLL_COLL_BCAST:
             b.recv = one;
             b.out = rank == call.root ? 0 : one;
-            break;
+            b.recv_is_input = rank == call.root;
+            return b;
         case GPUCOLL_COLL_ALLGATHER:
             b.send = in_place ? 0 : one;
             b.recv = b.out = n * one;
@@ -78,6 +84,7 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
             b.send = in_place ? 0 : one;
             b.recv = b.out = one;
     }
+    b.recv_is_input = in_place && b.recv != 0;
     return b;
 }
 

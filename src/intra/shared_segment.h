@@ -23,6 +23,8 @@ struct BufferDesc {
     uint64_t buffer_id = 0;  // 0: no buffer
     uint64_t base = 0;       // the allocation's address in the owner (same process: used directly)
     uint64_t offset = 0;
+    uint32_t internal =
+        0;  // 1: the communicator's own buffer (temp, copies), mapped per communicator
     IpcHandle handle{};
 };
 
@@ -55,12 +57,15 @@ constexpr uint64_t progress_word(uint64_t seq, uint64_t step) { return (seq << k
 
 struct alignas(128) RankSlot {
     std::atomic<uint64_t> progress;
+    std::atomic<uint64_t> closed;  // 1: this rank has unmapped every peer's buffers (teardown)
     alignas(64) Post posts[kPostDepth];
 };
 
 struct SegmentHeader {
-    std::atomic<uint64_t> abort;  // nonzero: a rank failed mid-call; everyone returns an error
-    uint32_t size;                // ranks
+    // Sequence number of a call a rank failed after posting (0: none). Every
+    // rank fails that call and declines every later one.
+    std::atomic<uint64_t> abort;
+    uint32_t size;  // ranks
 };
 
 // The mapped segment: header, then `size` slots.
@@ -80,6 +85,7 @@ public:
     void close_fd();
 
     int fd() const { return fd_; }
+    bool mapped() const { return base_ != nullptr; }
     SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
     RankSlot& slot(int rank) const;
 

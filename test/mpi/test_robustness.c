@@ -1,0 +1,148 @@
+/*
+ * test_robustness.c - what must never hang or go wrong on the accelerated path:
+ *  1. progress: a rank waiting for its peers in a device collective keeps Open
+ *     MPI's own communication going (a peer is blocked in a receive that
+ *     needs our send to progress);
+ *  2. mpi_assert_memory_alloc_kinds listing host-capable kinds next to device
+ *     ones ("cuda:host,cuda:device"): mixed memory in one call stays agreed;
+ *  3. a failure after posting (a rank's buffer is too small: its copy fails):
+ *     the call fails, the communicator works on (staged) for every later call.
+ * Run at np >= 2 (run by robustness.sh).
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpucoll.h"
+
+static int fails = 0;
+#define CHECK(cond, ...)                            \
+    do {                                            \
+        if (!(cond)) {                              \
+            fprintf(stderr, "[%d] FAIL: ", g_rank); \
+            fprintf(stderr, __VA_ARGS__);           \
+            fprintf(stderr, "\n");                  \
+            fails++;                                \
+        }                                           \
+    } while (0)
+static int g_rank, g_size;
+
+static float* device_floats(size_t n, float value) {
+    float* h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = value;
+    void* d = NULL;
+    if (gpucoll_malloc_device(&d, n * sizeof(float)) != 0 ||
+        gpucoll_memcpy(d, h, n * sizeof(float)) != 0) {
+        fprintf(stderr, "device memory: %s\n", gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    free(h);
+    return d;
+}
+
+static void check_all(const float* d, size_t n, float want, const char* what) {
+    float* h = malloc(n * sizeof(float));
+    gpucoll_memcpy(h, d, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != want) {
+            CHECK(0, "%s: element %zu is %g, expected %g", what, i, h[i], want);
+            break;
+        }
+    free(h);
+}
+
+static void progress_while_waiting(void) {
+    const size_t big = 8u << 20, n = 1024;
+    char* h = calloc(big, 1);
+    float* d = device_floats(n, 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); /* set up */
+    if (g_rank == 0) {
+        MPI_Request r;
+        MPI_Isend(h, (int)big, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &r);
+        MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    } else {
+        if (g_rank == 1) MPI_Recv(h, (int)big, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    check_all(d, n, (float)(g_size * g_size), "allreduce next to a pending send");
+    gpucoll_free_device(d);
+    free(h);
+}
+
+static void host_capable_kinds_keep_agreement(void) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "mpi_assert_memory_alloc_kinds", "cuda:host,cuda:device");
+    MPI_Comm c;
+    MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &c);
+    MPI_Info_free(&info);
+    enum { N = 100 };
+    float host[N];
+    for (int i = 0; i < N; i++) host[i] = 1.0f;
+    float* d = device_floats(N, 1.0f);
+    float* buf = g_rank == 0 ? host : d; /* host memory on rank 0, device elsewhere */
+    MPI_Allreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, c);
+    if (g_rank == 0) {
+        CHECK(host[0] == (float)g_size && host[N - 1] == (float)g_size, "mixed kinds: %g", host[0]);
+    } else {
+        check_all(d, N, (float)g_size, "mixed kinds");
+    }
+    gpucoll_free_device(d);
+    MPI_Comm_free(&c);
+}
+
+static void failure_then_staging(void) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    const int n = 4096;
+    /* Rank 1's buffer is too small for the bcast: its device copy fails after
+     * it posted (as an IPC or allocation failure would). */
+    char* d = NULL;
+    gpucoll_malloc_device((void**)&d, g_rank == 1 ? 16 : (size_t)n);
+    float* ok = device_floats(64, 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, ok, 64, MPI_FLOAT, MPI_SUM, c); /* set up, accelerated */
+    int rc = MPI_Bcast(d, n, MPI_BYTE, 0, c);
+    int any_error = rc != MPI_SUCCESS, errors = 0;
+    MPI_Allreduce(&any_error, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(errors > 0, "the failing bcast reported no error anywhere");
+    /* Later calls on the same communicator: all ranks decline, none hangs. */
+    int x = g_rank == 0 ? 42 : 0;
+    rc = MPI_Bcast(&x, 1, MPI_INT, 0, c);
+    CHECK(rc == MPI_SUCCESS && x == 42, "host bcast after the failure: rc %d, x %d", rc, x);
+    gpucoll_counters_reset();
+    float* v = device_floats(64, 2.0f);
+    rc = MPI_Allreduce(MPI_IN_PLACE, v, 64, MPI_FLOAT, MPI_SUM, c);
+    gpucoll_counters_t k;
+    gpucoll_counters_get(&k);
+    CHECK(rc == MPI_SUCCESS, "device allreduce after the failure: rc %d", rc);
+    CHECK(k.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_STAGED] == 1,
+          "device allreduce after the failure took path %s, expected staged",
+          gpucoll_path_name(k.last_path));
+    check_all(v, 64, 2.0f * (float)g_size, "device allreduce after the failure");
+    gpucoll_free_device(v);
+    gpucoll_free_device(ok);
+    gpucoll_free_device(d);
+    MPI_Comm_free(&c);
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (g_size < 2) {
+        if (g_rank == 0) printf("test_robustness: needs 2 ranks or more\n");
+        MPI_Finalize();
+        return 77;
+    }
+    progress_while_waiting();
+    host_capable_kinds_keep_agreement();
+    failure_then_staging();
+    int all = 0;
+    MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0) printf("test_robustness: %s\n", all ? "FAIL" : "PASS");
+    MPI_Finalize();
+    return all ? 1 : 0;
+}

@@ -35,7 +35,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .verbose = 0,
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
-    .one_shot_max = 256 * 1024,
+    .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
     .ipc_cache_size = 128,
@@ -123,7 +123,9 @@ static const gpucoll_param_t gpucoll_params[] = {
      &mca_coll_gpucoll_component.uniform_memory},
     {"allreduce_one_shot_max",
      "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
-     "two one-shot scratch slots per rank and communicator (device memory).",
+     "two one-shot scratch slots per rank and communicator (device memory). 0: the backend's "
+     "default (emu 16 KiB, the crossover measured on a CPU-only VM; cuda 256 KiB, not yet "
+     "measured on a GPU).",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.one_shot_max},
     {"bcast_chain_min", "Smallest bcast (bytes) that auto sends through the pipelined chain.",

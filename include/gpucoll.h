@@ -244,7 +244,7 @@ typedef struct gpucoll_comm_config {
     /* 1: the user asserts that on every call all ranks pass the same kind of
      * memory, so no agreement is needed (MPI 4.1 mpi_assert_memory_alloc_kinds) */
     int uniform_memory;
-    size_t one_shot_max_bytes; /* allreduce: one-shot up to this size */
+    size_t one_shot_max_bytes; /* allreduce: one-shot up to this size (0: the backend's default) */
     size_t chain_min_bytes;    /* bcast: pipelined chain from this size */
     size_t chunk_bytes;        /* pipeline chunk of chain and ring steps */
     size_t ipc_cache_entries;  /* bound of the per-process IPC mapping cache */

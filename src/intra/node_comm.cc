@@ -150,7 +150,14 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
     comm->peer_seen_.assign(all.size(), 0);
 
-    Status s = comm->setup(bs, config);
+    // One-shot wins while its extra n x S of reads costs less than two-shot's
+    // two extra rounds. emu: crossover measured at 16-32 KiB with 3-4 ranks on
+    // the 2-core VM (docs/performance.md). cuda: 256 KiB, an assumption until
+    // measured on a GPU node.
+    if (comm->config_.one_shot_max_bytes == 0)
+        comm->config_.one_shot_max_bytes =
+            std::strcmp(hello.backend, "emu") == 0 ? size_t{16} << 10 : size_t{256} << 10;
+    Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
     comm->log(1, "accelerated path on: %d ranks on one node, backend %s", comm->size_,

@@ -67,7 +67,8 @@ TEST_P(IntraAlgorithms, MatchesReference) {
         gpucoll_comm_config_t cfg;
         gpucoll_comm_config_init(&cfg);
         cfg.algorithm[c.coll] = c.algo;
-        cfg.chunk_bytes = 4096;  // several chain steps at test sizes
+        cfg.chunk_bytes = 4096;             // several pipeline steps at test sizes
+        cfg.one_shot_max_bytes = 64 << 10;  // one-shot at every test size when forced
         gpucoll_comm_t* comm = nullptr;
         if (gpucoll_comm_create(&bs, &cfg, &comm) != 0 || comm == nullptr) {
             fail = std::string("comm_create: ") + gpucoll_last_error();

@@ -35,6 +35,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .verbose = 0,
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
+    .device_flags = 0,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -59,6 +60,12 @@ static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
     {GPUCOLL_ALGO_ONE_SHOT, "one_shot"}, {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
     {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
     {GPUCOLL_ALGO_CHAIN, "chain"},       {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_flags_values[] = {
+    {0, "host"},
+    {1, "device"},
+    {0, NULL},
 };
 
 typedef struct gpucoll_param {
@@ -121,6 +128,14 @@ static const gpucoll_param_t gpucoll_params[] = {
      "the MPI 4.1 info key mpi_assert_memory_alloc_kinds listing only device kinds.",
      MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.uniform_memory},
+    {"flags",
+     "Where the ranks of a node synchronise the steps of a collective: host (flags in shared "
+     "host memory, polled by the CPU; safe when several ranks share a GPU) or device (flags in "
+     "device memory, written and awaited in stream order by the GPU; for one rank per GPU: a "
+     "waiting kernel stalls a GPU that processes share; a rank failing mid-call then hangs its "
+     "peers).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_flags_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.device_flags},
     {"allreduce_one_shot_max",
      "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
      "two one-shot scratch slots per rank and communicator (device memory). 0: the backend's "

@@ -250,6 +250,10 @@ typedef struct gpucoll_comm_config {
     size_t ipc_cache_entries;  /* bound of the per-process IPC mapping cache */
     int verbose;               /* 0 silent; 1 selection per communicator; 10 per call */
     void (*log)(int level, const char* message); /* where verbose output goes (NULL: stderr) */
+    /* 1: the steps inside a call synchronise through flags in device memory,
+     * written and awaited in stream order by the device (one rank per GPU:
+     * a waiting kernel stalls a GPU that processes share). 0: host flags. */
+    int device_flags;
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.
      * Without it a peer blocked in a send that needs our progress would hang. */

@@ -42,6 +42,9 @@ class Stream {
 public:
     virtual ~Stream() = default;
     virtual Status synchronize() = 0;
+    // *complete: all enqueued work has finished (does not wait). Errors of
+    // finished work are reported by synchronize().
+    virtual Status query(bool* complete) = 0;
 };
 
 class Device {
@@ -73,6 +76,15 @@ public:
     // GPUCOLL_ERR_UNSUPPORTED if the backend cannot do (dtype, op).
     virtual Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                           gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) = 0;
+
+    // --- flags in device memory ---------------------------------------------------
+    // Stream-ordered synchronisation between ranks (device-side flags: one rank
+    // per GPU, since a waiting kernel would stall a GPU that processes share).
+    // flag: 8-byte aligned device memory, possibly a peer's (IPC-mapped).
+    // After the work enqueued before it, *flag = value, visible to peers.
+    virtual Status write_flag(uint64_t* flag, uint64_t value, Stream* stream) = 0;
+    // Work enqueued after it starts once *flag >= value.
+    virtual Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) = 0;
 
     // --- IPC ---------------------------------------------------------------------
     // Export the allocation that starts at base (PointerInfo::base).

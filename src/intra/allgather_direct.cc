@@ -27,7 +27,7 @@ Status allgather_direct(CallContext& ctx) {
         GPUCOLL_TRY(allgather_block(ctx, p, &src));
         GPUCOLL_TRY(ctx.copy(out + static_cast<size_t>(p) * block, src, block, p != ctx.rank));
     }
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     return ctx.wait_all(kStepDone);
 }
 

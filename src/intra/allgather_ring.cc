@@ -29,9 +29,9 @@ Status allgather_ring(CallContext& ctx) {
             src = left_out + static_cast<size_t>(c) * block;
         }
         GPUCOLL_TRY(ctx.copy(out + static_cast<size_t>(c) * block, src, block, true));
-        ctx.signal(static_cast<uint64_t>(s + 1));
+        GPUCOLL_TRY(ctx.signal(static_cast<uint64_t>(s + 1)));
     }
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     GPUCOLL_TRY(ctx.wait_peer(right, kStepDone));
     ++ctx.rounds;
     return kSuccess;

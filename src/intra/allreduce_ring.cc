@@ -32,7 +32,7 @@ Status allreduce_ring(CallContext& ctx) {
         const char* partial = (s == 0 ? left_in : left_out) + begin(c) * elem;
         const void* srcs[2] = {in + begin(c) * elem, partial};
         GPUCOLL_TRY(ctx.reduce(out + begin(c) * elem, srcs, 2, length(c), 1));
-        ctx.signal(static_cast<uint64_t>(s + 1));
+        GPUCOLL_TRY(ctx.signal(static_cast<uint64_t>(s + 1)));
     }
     for (int s = 0; s < n - 1; ++s) {  // allgather
         const int c = ((me - s) % n + n) % n;
@@ -40,9 +40,9 @@ Status allreduce_ring(CallContext& ctx) {
         ++ctx.rounds;
         GPUCOLL_TRY(
             ctx.copy(out + begin(c) * elem, left_out + begin(c) * elem, length(c) * elem, true));
-        ctx.signal(static_cast<uint64_t>(n + s));
+        GPUCOLL_TRY(ctx.signal(static_cast<uint64_t>(n + s)));
     }
-    ctx.signal(kStepDone);  // only the right neighbour reads our buffers
+    GPUCOLL_TRY(ctx.signal(kStepDone));  // only the right neighbour reads our buffers
     GPUCOLL_TRY(ctx.wait_peer(right, kStepDone));
     ++ctx.rounds;
     return kSuccess;

@@ -36,7 +36,7 @@ Status allreduce_two_shot(CallContext& ctx) {
             if (p != me)
                 srcs[static_cast<size_t>(k++)] = inputs[static_cast<size_t>(p)] + at * elem;
         GPUCOLL_TRY(ctx.reduce(out + at * elem, srcs.data(), n, len, static_cast<size_t>(n - 1)));
-        ctx.signal(++step);
+        GPUCOLL_TRY(ctx.signal(++step));
     }
 
     for (int i = 1; i < n; ++i) {  // allgather, starting with the next rank's block
@@ -52,7 +52,7 @@ Status allreduce_two_shot(CallContext& ctx) {
                                  std::min(chunk, pe - at) * elem, true));
         }
     }
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     return ctx.wait_all(kStepDone);
 }
 

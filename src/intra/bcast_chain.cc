@@ -20,7 +20,7 @@ Status bcast_chain(CallContext& ctx) {
     char* buf = static_cast<char*>(ctx.call.recvbuf);
 
     if (pos == 0) {
-        ctx.signal(chunks);  // the root has every chunk
+        GPUCOLL_TRY(ctx.signal(chunks));  // the root has every chunk
     } else {
         char* src = nullptr;
         GPUCOLL_TRY(ctx.output(pred, &src));
@@ -29,10 +29,10 @@ Status bcast_chain(CallContext& ctx) {
             ++ctx.rounds;
             const size_t off = i * chunk, len = std::min(chunk, bytes - off);
             GPUCOLL_TRY(ctx.copy(buf + off, src + off, len, true));
-            ctx.signal(i + 1);
+            GPUCOLL_TRY(ctx.signal(i + 1));
         }
     }
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     if (pos != n - 1) {  // our successor reads our buffer
         GPUCOLL_TRY(ctx.wait_peer(succ, kStepDone));
         ++ctx.rounds;

@@ -8,7 +8,7 @@ Status bcast_direct(CallContext& ctx) {
     const int root = ctx.call.root;
     const size_t bytes = ctx.call.count * ctx.elem;
     if (ctx.rank == root) {
-        ctx.signal(kStepDone);
+        GPUCOLL_TRY(ctx.signal(kStepDone));
         return ctx.wait_all(kStepDone);
     }
     char* src = nullptr;

@@ -10,7 +10,8 @@ CallContext::CallContext(NodeComm& c, const gpucoll_call_t& k, uint64_t s)
       rank(c.rank()),
       size(c.size()),
       device(c.device()),
-      elem(reduce::dtype_size(k.dtype)) {}
+      elem(reduce::dtype_size(k.dtype)),
+      stream_(c.device_flags() ? c.stream() : nullptr) {}
 
 Status CallContext::resolve(int p, int which, char** out) {
     const BufferDesc& desc = comm.post_of(p, seq).buf[which];
@@ -54,12 +55,27 @@ Status CallContext::temp(int p, char** out) {
     return resolve(p, kTempBuf, out);
 }
 
-void CallContext::signal(uint64_t step) {
+Status CallContext::signal(uint64_t step) {
+    if (stream_ != nullptr)
+        return device->write_flag(comm.flag(rank), progress_word(seq, step), stream_);
     comm.segment().slot(rank).progress.store(progress_word(seq, step), std::memory_order_release);
+    return kSuccess;
 }
 
 Status CallContext::wait_peer(int peer, uint64_t step) {
+    if (stream_ != nullptr)
+        return device->wait_flag(comm.flag(peer), progress_word(seq, step), stream_);
     return comm.wait_progress(peer, progress_word(seq, step), true);
+}
+
+Status CallContext::finish() {
+    if (stream_ != nullptr) {
+        GPUCOLL_TRY(signal(kStepDone));
+        GPUCOLL_TRY(comm.wait_stream());
+    }
+    comm.segment().slot(rank).progress.store(progress_word(seq, kStepDone),
+                                             std::memory_order_release);
+    return kSuccess;
 }
 
 Status CallContext::wait_all(uint64_t step) {
@@ -71,7 +87,7 @@ Status CallContext::wait_all(uint64_t step) {
 
 Status CallContext::copy(void* dst, const void* src, size_t bytes, bool crosses_peer) {
     if (bytes == 0 || dst == src) return kSuccess;
-    GPUCOLL_TRY(device->memcpy(dst, src, bytes, nullptr));
+    GPUCOLL_TRY(device->memcpy(dst, src, bytes, stream_));
     if (crosses_peer) bytes_peer += bytes;
     return kSuccess;
 }
@@ -79,7 +95,7 @@ Status CallContext::copy(void* dst, const void* src, size_t bytes, bool crosses_
 Status CallContext::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                            size_t peer_srcs) {
     if (count == 0) return kSuccess;
-    GPUCOLL_TRY(device->reduce(dst, srcs, nsrc, count, call.dtype, call.op, nullptr));
+    GPUCOLL_TRY(device->reduce(dst, srcs, nsrc, count, call.dtype, call.op, stream_));
     bytes_peer += peer_srcs * count * elem;
     return kSuccess;
 }

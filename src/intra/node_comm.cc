@@ -60,7 +60,7 @@ namespace {
 // (MCA parameters are per process: nothing else checks that they agree).
 struct Settings {
     int32_t algorithm[GPUCOLL_COLL_COUNT];
-    int32_t uniform_memory;
+    int32_t uniform_memory, device_flags;
     uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes;
     bool operator==(const Settings&) const = default;
 };
@@ -69,6 +69,7 @@ Settings settings_of(const gpucoll_comm_config_t& c) {
     Settings s{};
     for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) s.algorithm[i] = c.algorithm[i];
     s.uniform_memory = c.uniform_memory;
+    s.device_flags = c.device_flags;
     s.one_shot_max_bytes = c.one_shot_max_bytes;
     s.chain_min_bytes = c.chain_min_bytes;
     s.chunk_bytes = c.chunk_bytes;
@@ -199,8 +200,11 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
         BufferDesc desc;
         int32_t ok;
     } mine{};
-    mine.ok = scratch_.allocate(device_, 2 * scratch_slot_bytes_) == kSuccess &&
-              cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess;
+    const uint64_t zero_flags[kFlagBytes / sizeof(uint64_t)] = {};
+    mine.ok = scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
+              device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
+              cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
+              (!config_.device_flags || device_->create_stream(&stream_) == kSuccess);
     std::vector<Exported> all;
     GPUCOLL_TRY(allgather(bs, mine, &all));
     bool ok = true;
@@ -254,7 +258,20 @@ void NodeComm::teardown() {
 }
 
 char* NodeComm::scratch_slot(int p, uint64_t seq) const {
-    return peer_scratch_[p] + (seq % 2) * scratch_slot_bytes_;
+    return peer_scratch_[p] + kFlagBytes + (seq % 2) * scratch_slot_bytes_;
+}
+
+uint64_t* NodeComm::flag(int p) const { return reinterpret_cast<uint64_t*>(peer_scratch_[p]); }
+
+Status NodeComm::wait_stream() {
+    // Poll rather than block: Open MPI's communication must progress meanwhile.
+    for (unsigned spins = 0;; ++spins) {
+        bool complete = false;
+        GPUCOLL_TRY(stream_->query(&complete));
+        if (complete) return stream_->synchronize();
+        if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
+        sched_yield();
+    }
 }
 
 // ---------------------------------------------------------------- progress
@@ -425,13 +442,16 @@ int NodeComm::run(const gpucoll_call_t& call) {
     if (kind == PostKind::Decline) return GPUCOLL_DECLINED;  // our own answer decides
 
     CallContext ctx(*this, prepared.call, seq);
-    Status s = ctx.wait_all(0);
+    Status s = kSuccess;
+    for (int p = 0; p < size_ && s == kSuccess; ++p)  // the agreement round: host flags
+        if (p != rank_) s = wait_progress(p, progress_word(seq, 0), true);
     if (s != kSuccess) return fail(s, seq);
+    ++ctx.rounds;
     for (int p = 0; p < size_; ++p)
         if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
 
     if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s, seq);
-    ctx.signal(kStepDone);
+    if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
     last_accelerated_ = seq;
     if (prepared.recv_copied) {
         const size_t out = buffer_bytes(call, size_, rank_, elem).out;

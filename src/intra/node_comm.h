@@ -58,10 +58,13 @@ public:
     Status temp(int p, char** out);    // rank p's posted temporary buffer
 
     // Progress signalling. step 1..kStepDone-1 inside a call; kStepDone: done
-    // with every peer's memory.
-    void signal(uint64_t step);
+    // with every peer's memory. With device flags these are stream-ordered
+    // device operations, like the copies and reductions.
+    Status signal(uint64_t step);
     Status wait_peer(int peer, uint64_t step);
     Status wait_all(uint64_t step);  // one synchronisation round
+    // End of the call: all device work done, kStepDone published on the host.
+    Status finish();
 
     // Device work, accounted: bytes read from or written to peers' memory.
     // Errors of waits after a peer failed this call say so.
@@ -72,6 +75,7 @@ public:
     uint64_t rounds = 0;
 
 private:
+    Stream* const stream_;  // device flags: all device work of the call; else nullptr
     Status resolve(int p, int which, char** out);
     std::vector<std::shared_ptr<IpcMapping>> pins_;
 };
@@ -109,6 +113,13 @@ public:
     // call parity; peers' slots are mapped once at creation.
     size_t scratch_slot_bytes() const { return scratch_slot_bytes_; }
     char* scratch_slot(int p, uint64_t seq) const;
+    // Rank p's device flag (first bytes of its scratch), for device-side flags.
+    uint64_t* flag(int p) const;
+    bool device_flags() const { return config_.device_flags != 0; }
+    Stream* stream() const { return stream_.get(); }
+    // Waits for the stream's work, calling the progress function meanwhile.
+    Status wait_stream();
+    static constexpr size_t kFlagBytes = 256;
 
     DeviceBuffer& temp() { return temp_; }      // posted when an algorithm needs it
     DeviceBuffer& result() { return result_; }  // local only (in-place results)
@@ -166,6 +177,7 @@ private:
     DeviceBuffer scratch_;
     std::vector<char*> peer_scratch_;
     std::vector<std::unique_ptr<IpcMapping>> scratch_mappings_;
+    std::unique_ptr<Stream> stream_;  // device flags only
     DeviceBuffer temp_;
     DeviceBuffer result_;
     // Exportable copies of user buffers that IPC cannot export (pool memory).

@@ -26,7 +26,7 @@ Status reduce_direct(CallContext& ctx) {
     }
     GPUCOLL_TRY(
         ctx.reduce(ctx.call.recvbuf, srcs.data(), n, ctx.call.count, static_cast<size_t>(n - 1)));
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     ++ctx.rounds;
     return kSuccess;
 }

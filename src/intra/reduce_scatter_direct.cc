@@ -21,7 +21,7 @@ Status reduce_scatter_direct(CallContext& ctx) {
         srcs.push_back(in + displ);
     }
     GPUCOLL_TRY(ctx.reduce(dst, srcs.data(), n, mine, static_cast<size_t>(n - 1)));
-    ctx.signal(kStepDone);
+    GPUCOLL_TRY(ctx.signal(kStepDone));
     GPUCOLL_TRY(ctx.wait_all(kStepDone));
     if (in_place) GPUCOLL_TRY(ctx.copy(ctx.call.recvbuf, dst, mine * ctx.elem, false));
     return kSuccess;

@@ -44,9 +44,9 @@ Status reduce_scatter_ring(CallContext& ctx) {
             !last ? temp + static_cast<size_t>(s % 2) * slot : (in_place ? temp + 2 * slot : out);
         const void* srcs[2] = {in + rs_displ(ctx.call, c) * elem, partial};
         GPUCOLL_TRY(ctx.reduce(dst, srcs, 2, rs_count(ctx.call, c), 1));
-        ctx.signal(static_cast<uint64_t>(s + 1));
+        GPUCOLL_TRY(ctx.signal(static_cast<uint64_t>(s + 1)));
     }
-    ctx.signal(kStepDone);  // only the right neighbour reads our input and temp
+    GPUCOLL_TRY(ctx.signal(kStepDone));  // only the right neighbour reads our input and temp
     GPUCOLL_TRY(ctx.wait_peer(right, kStepDone));
     ++ctx.rounds;
     if (in_place) GPUCOLL_TRY(ctx.copy(out, temp + 2 * slot, rs_count(ctx.call, me) * elem, false));

@@ -9,7 +9,9 @@
 #  3. every accelerated algorithm forced, in two sets (3 and 4 ranks), each
 #     call checked for the algorithm it ran;
 #  4. device buffers of even ranks from a pool IPC cannot export: the
-#     accelerated path through exportable copies (2 and 3 ranks).
+#     accelerated path through exportable copies (2 and 3 ranks);
+#  5. device-side flags (coll_gpucoll_flags device), default and forced
+#     algorithms (2 and 3 ranks).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -54,4 +56,10 @@ echo "== 4. pool memory (IPC cannot export it) on even ranks: still accelerated"
 for np in 2 3; do
     run_np "$np" "$prog" --expect accelerated --pool-memory
 done
+echo "== 5. device-side flags: every step stream-ordered on the device"
+run_mpi 2 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device -- "$prog" --no-large \
+    --expect accelerated
+# shellcheck disable=SC2046
+run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device \
+    $(mca_all two_shot chain ring ring ring direct) -- "$prog" --no-large --expect accelerated
 echo "PASS: test_collectives"

@@ -325,6 +325,10 @@ TEST_F(EmuDeviceTest, RejectsStreamsOfOtherBackends) {
     class ForeignStream : public gpucoll::Stream {
     public:
         gpucoll::Status synchronize() override { return gpucoll::kSuccess; }
+        gpucoll::Status query(bool* complete) override {
+            *complete = true;
+            return gpucoll::kSuccess;
+        }
     } foreign;
     DeviceMemory d(dev_.get(), 8);
     ASSERT_DEV_OK(d.status());

@@ -41,14 +41,16 @@ struct Case {
     int size;
     size_t count;  // elements (allgather, reduce_scatter_block: per rank)
     bool in_place;
-    bool pool = false;  // even ranks' buffers: memory IPC cannot export
+    bool pool = false;          // even ranks' buffers: memory IPC cannot export
+    bool device_flags = false;  // steps synchronise through stream-ordered device flags
 };
 
 std::string name_of(const ::testing::TestParamInfo<Case>& info) {
     const Case& c = info.param;
     return std::string(gpucoll_coll_name(c.coll)) + "_" + gpucoll_algorithm_name(c.algo) + "_np" +
            std::to_string(c.size) + "_n" + std::to_string(c.count) +
-           (c.in_place ? "_inplace" : "") + (c.pool ? "_pool" : "");
+           (c.in_place ? "_inplace" : "") + (c.pool ? "_pool" : "") +
+           (c.device_flags ? "_devflags" : "");
 }
 
 class IntraAlgorithms : public ::testing::TestWithParam<Case> {
@@ -69,6 +71,7 @@ TEST_P(IntraAlgorithms, MatchesReference) {
         cfg.algorithm[c.coll] = c.algo;
         cfg.chunk_bytes = 4096;             // several pipeline steps at test sizes
         cfg.one_shot_max_bytes = 64 << 10;  // one-shot at every test size when forced
+        cfg.device_flags = c.device_flags;
         gpucoll_comm_t* comm = nullptr;
         if (gpucoll_comm_create(&bs, &cfg, &comm) != 0 || comm == nullptr) {
             fail = std::string("comm_create: ") + gpucoll_last_error();
@@ -183,6 +186,11 @@ std::vector<Case> all_cases() {
     for (auto [coll, algo, has_in_place] : algos)
         for (bool ip : {false, true})
             if (!ip || has_in_place) cases.push_back({coll, algo, 3, 5003, ip, true});
+    // Device-side flags: every step is a stream-ordered device operation.
+    for (auto [coll, algo, has_in_place] : algos)
+        for (int n : {2, 4})
+            for (bool ip : {false, true})
+                if (!ip || has_in_place) cases.push_back({coll, algo, n, 5003, ip, false, true});
     return cases;
 }
 

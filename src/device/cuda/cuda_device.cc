@@ -30,6 +30,7 @@
 #include <unordered_set>
 
 #include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_flags.h"
 #include "device/cuda/cuda_pool.h"
 #include "device/cuda/cuda_reduce.h"
 #include "device/device.h"
@@ -142,6 +143,13 @@ public:
         return check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (device %d)", device_);
     }
 
+    Status query(bool* complete) override {
+        const cudaError_t e = cudaStreamQuery(stream_);
+        *complete = e != cudaErrorNotReady;
+        if (e == cudaErrorNotReady) (void)cudaGetLastError();
+        return e == cudaErrorNotReady ? kSuccess : check(e, "cudaStreamQuery (device %d)", device_);
+    }
+
     cudaStream_t handle() const { return stream_; }
     int device() const { return device_; }
 
@@ -243,6 +251,8 @@ public:
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
     Status alloc_unexportable(void** ptr, size_t bytes) override;
+    Status write_flag(uint64_t* flag, uint64_t value, Stream* stream) override;
+    Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) override;
     Status free(void* ptr) override;
     Status alloc_host(void** ptr, size_t bytes) override;
     Status free_host(void* ptr) override;
@@ -439,6 +449,32 @@ Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t c
     if (count == 0) return kSuccess;
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a reduction of %zu elements",
                  count);
+}
+
+// Flags: one-thread kernels on the stream (cuda_flags.cu). Without a stream
+// they run on the legacy default stream and are waited for.
+Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    ScopedDevice on_device;
+    if (cuda_stream != nullptr) {
+        GPUCOLL_TRY(on_device.enter(cuda_stream->device()));
+        return launch_write_flag(flag, value, cuda_stream->handle());
+    }
+    GPUCOLL_TRY(launch_write_flag(flag, value, cudaStreamLegacy));
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a flag write");
+}
+
+Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    ScopedDevice on_device;
+    if (cuda_stream != nullptr) {
+        GPUCOLL_TRY(on_device.enter(cuda_stream->device()));
+        return launch_wait_flag(flag, value, cuda_stream->handle());
+    }
+    GPUCOLL_TRY(launch_wait_flag(flag, value, cudaStreamLegacy));
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a peer's flag");
 }
 
 Status CudaDevice::ipc_export(void* base, IpcHandle* handle) {

@@ -1,6 +1,8 @@
 #include "device/emu/emu_device.h"
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,6 +59,33 @@ Status EmuDevice::create_stream(std::unique_ptr<Stream>* out) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu create_stream: out is NULL");
     *out = std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment());
     return kSuccess;
+}
+
+// Flags: the host view of the device word, read and written atomically by the
+// stream's worker (or inline without a stream).
+Status EmuDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    void* view = nullptr;
+    GPUCOLL_TRY(memory_->translate(flag, sizeof *flag, &view));
+    return submit(emu_stream, [view, value] {
+        std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(view))
+            .store(value, std::memory_order_release);
+        return kSuccess;
+    });
+}
+
+Status EmuDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    void* view = nullptr;
+    GPUCOLL_TRY(memory_->translate(flag, sizeof *flag, &view));
+    return submit(emu_stream, [view, value] {
+        std::atomic_ref<uint64_t> word(*static_cast<uint64_t*>(view));
+        for (unsigned spins = 0; word.load(std::memory_order_acquire) < value; ++spins)
+            if (spins > 64) std::this_thread::yield();
+        return kSuccess;
+    });
 }
 
 Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stream) {

@@ -28,6 +28,9 @@ public:
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
                   gpucoll_op_t op, Stream* stream) override;
 
+    Status write_flag(uint64_t* flag, uint64_t value, Stream* stream) override;
+    Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) override;
+
     Status ipc_export(void* base, IpcHandle* handle) override;
     Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) override;
 

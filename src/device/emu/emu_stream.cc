@@ -63,6 +63,12 @@ void EmuStream::worker_loop() {
     }
 }
 
+Status EmuStream::query(bool* complete) {
+    std::lock_guard lock(mutex_);
+    *complete = queue_.empty() && !busy_;
+    return kSuccess;
+}
+
 Status EmuStream::synchronize() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [this] { return queue_.empty() && !busy_; });

@@ -31,6 +31,7 @@ public:
     // Waits for all enqueued work; returns the first error since the last
     // synchronize (and sets its message on the calling thread).
     Status synchronize() override;
+    Status query(bool* complete) override;
 
     bool runs_inline() const { return run_inline_; }
 

@@ -163,6 +163,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     GPUCOLL_TRY(s);
     comm->log(1, "accelerated path on: %d ranks on one node, backend %s", comm->size_,
               hello.backend);
+    comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;
 }
@@ -235,7 +236,9 @@ NodeComm::~NodeComm() { teardown(); }
 // Nobody may still read our buffers when we free them, and a buffer must not
 // be freed while a peer still has it mapped (CUDA leaves that undefined).
 void NodeComm::teardown() {
-    if (!segment_.mapped()) return;  // setup never got as far as the segment
+    // Only a communicator whose setup succeeded everywhere does the handshake:
+    // after a failed setup some ranks may not even have the segment.
+    if (!ready_) return;
     if (aborted()) return;           // after a failure: leak rather than wait on a broken peer
     // 1. Every peer posted our last call (so finished those before) and, if
     //    that call ran accelerated, finished it: one-shot peers read our

@@ -168,6 +168,7 @@ private:
     gpucoll_comm_config_t config_{};
     SharedSegment segment_;
     std::vector<int> pids_;
+    bool ready_ = false;  // setup succeeded on every rank
     uint64_t seq_ = 0;
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
     uint64_t last_accelerated_ = 0;    // seq of the last call we ran on the accelerated path

@@ -70,6 +70,9 @@ public:
     virtual Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) = 0;
 
     // --- reductions ---------------------------------------------------------
+    // Whether reduce() can do (dtype, op) on this backend (CUDA: no long
+    // double). Callers decide before committing to a device reduction.
+    virtual bool reduce_supported(gpucoll_dtype_t dtype, gpucoll_op_t op) const = 0;
     // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[nsrc-1][i], i < count.
     // nsrc >= 1; dst may equal srcs[0] (and only srcs[0]). Pointers may be
     // device memory, or host memory the device can reach (pinned).

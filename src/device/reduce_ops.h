@@ -63,11 +63,11 @@ GPUCOLL_TYPEOF(GPUCOLL_BYTE, uint8_t);
 
 // Every gpucoll_dtype_t, for switches that handle each one alike.
 #define GPUCOLL_FOREACH_DTYPE(X)                                                          \
-    X(GPUCOLL_INT8) X(GPUCOLL_INT16) X(GPUCOLL_INT32) X(GPUCOLL_INT64) X(GPUCOLL_UINT8)   \
-    X(GPUCOLL_UINT16) X(GPUCOLL_UINT32) X(GPUCOLL_UINT64) X(GPUCOLL_FLOAT)                \
-    X(GPUCOLL_DOUBLE) X(GPUCOLL_LONG_DOUBLE) X(GPUCOLL_C_FLOAT_COMPLEX)                   \
-    X(GPUCOLL_C_DOUBLE_COMPLEX) X(GPUCOLL_C_LONG_DOUBLE_COMPLEX) X(GPUCOLL_BOOL)          \
-    X(GPUCOLL_BYTE)
+    X(GPUCOLL_INT8)                                                                       \
+    X(GPUCOLL_INT16) X(GPUCOLL_INT32) X(GPUCOLL_INT64) X(GPUCOLL_UINT8) X(GPUCOLL_UINT16) \
+        X(GPUCOLL_UINT32) X(GPUCOLL_UINT64) X(GPUCOLL_FLOAT) X(GPUCOLL_DOUBLE)            \
+            X(GPUCOLL_LONG_DOUBLE) X(GPUCOLL_C_FLOAT_COMPLEX) X(GPUCOLL_C_DOUBLE_COMPLEX) \
+                X(GPUCOLL_C_LONG_DOUBLE_COMPLEX) X(GPUCOLL_BOOL) X(GPUCOLL_BYTE)
 
 // Size in bytes of one element of d (0 for an unknown d).
 constexpr size_t dtype_size(gpucoll_dtype_t d) {

@@ -72,6 +72,11 @@ Status CallContext::finish() {
     if (stream_ != nullptr) {
         GPUCOLL_TRY(signal(kStepDone));
         GPUCOLL_TRY(comm.wait_stream());
+        // A peer that failed this call released our device waits with its
+        // flag: what we computed is not to be trusted.
+        if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
+            return set_error(GPUCOLL_ERR_INTERNAL,
+                             "a peer failed during this gpucoll collective; see its error output");
     }
     comm.segment().slot(rank).progress.store(progress_word(seq, kStepDone),
                                              std::memory_order_release);

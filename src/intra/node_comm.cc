@@ -239,25 +239,36 @@ void NodeComm::teardown() {
     // Only a communicator whose setup succeeded everywhere does the handshake:
     // after a failed setup some ranks may not even have the segment.
     if (!ready_) return;
-    if (aborted()) return;           // after a failure: leak rather than wait on a broken peer
+    // Waits below end early once any rank failed a call: a failed rank may
+    // never get as far as its peers expect.
+    auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
+        for (unsigned spins = 0; word.load(std::memory_order_acquire) < value && !aborted();
+             ++spins) {
+            if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
+            sched_yield();
+        }
+    };
     // 1. Every peer posted our last call (so finished those before) and, if
     //    that call ran accelerated, finished it: one-shot peers read our
     //    scratch after we return.
     if (seq_ > 0) {
         const uint64_t step = last_accelerated_ == seq_ ? kStepDone : 0;
         for (int p = 0; p < size_; ++p)
-            if (p != rank_) wait_progress(p, progress_word(seq_, step), false);
+            if (p != rank_) wait_for(segment_.slot(p).progress, progress_word(seq_, step));
     }
-    // 2. Unmap every peer's buffers, say so, and wait until all peers did.
+    // 2. Unmap every peer's buffers, say so (always: peers wait for it), and
+    //    wait until all peers did.
     internal_imports_.clear();
     scratch_mappings_.clear();
     segment_.slot(rank_).closed.store(1, std::memory_order_release);
     for (int p = 0; p < size_; ++p)
-        while (p != rank_ && segment_.slot(p).closed.load(std::memory_order_acquire) == 0) {
-            if (config_.progress != nullptr) config_.progress();
-            sched_yield();
-        }
-    // 3. Our buffers are freed by the members' destructors.
+        if (p != rank_) wait_for(segment_.slot(p).closed, 1);
+    // 3. Our buffers are freed by the members' destructors; after a failure a
+    //    peer may still map them, so they are leaked instead.
+    if (aborted()) {
+        for (DeviceBuffer* b : {&scratch_, &temp_, &result_, &copy_send_, &copy_recv_}) b->leak();
+        for (DeviceBuffer& b : retired_) b.leak();
+    }
 }
 
 char* NodeComm::scratch_slot(int p, uint64_t seq) const {
@@ -280,11 +291,20 @@ Status NodeComm::wait_stream() {
 // ---------------------------------------------------------------- progress
 
 int NodeComm::fail(Status s, uint64_t seq) {
-    log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
-        static_cast<unsigned long long>(seq), last_error());
-    uint64_t none = 0;
+    uint64_t none = 0;  // first: peers stop waiting as soon as possible
     segment_.header().abort.compare_exchange_strong(none, seq, std::memory_order_acq_rel);
     poisoned_ = true;
+    const std::string why = last_error();
+    if (stream_ != nullptr) {
+        // Device flags: peers' stream-ordered waits for this call must end,
+        // and so must the work still queued on our stream (it may wait on
+        // peers that, in turn, wait on us).
+        device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
+        wait_stream();
+    }
+    log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
+        static_cast<unsigned long long>(seq), why.c_str());
+    set_error(s, "%s", why.c_str());
     return s;
 }
 
@@ -380,6 +400,10 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     if (!call.on_device && ((bytes.send != 0 && !is_device(device_, call.sendbuf)) ||
                             (bytes.recv != 0 && !is_device(device_, call.recvbuf))))
         return set_error(GPUCOLL_ERR_INVALID_ARG, "host memory: not for the accelerated path");
+    const bool reduction = call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_ALLGATHER;
+    if (reduction && !device_->reduce_supported(call.dtype, call.op))
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s %s: no device reduction on this backend",
+                         gpucoll_op_name(call.op), gpucoll_dtype_name(call.dtype));
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
         GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, size_, elem)));

@@ -27,6 +27,11 @@ public:
     ~DeviceBuffer() { reset(); }
     Status allocate(Device* device, size_t bytes);
     void reset();
+    // Gives the allocation up without freeing it (a peer may still map it).
+    void leak() {
+        ptr_ = nullptr;
+        size_ = 0;
+    }
     void* data() const { return ptr_; }
     size_t size() const { return size_; }
 
@@ -178,7 +183,6 @@ private:
     DeviceBuffer scratch_;
     std::vector<char*> peer_scratch_;
     std::vector<std::unique_ptr<IpcMapping>> scratch_mappings_;
-    std::unique_ptr<Stream> stream_;  // device flags only
     DeviceBuffer temp_;
     DeviceBuffer result_;
     // Exportable copies of user buffers that IPC cannot export (pool memory).
@@ -187,6 +191,9 @@ private:
     std::vector<DeviceBuffer> retired_;  // outgrown buffers peers may still map
     // Peers' internal buffers mapped by this rank, by (rank, buffer id).
     std::map<std::pair<int, uint64_t>, std::unique_ptr<IpcMapping>> internal_imports_;
+    // Device flags only. Declared last: destroyed first, before the buffers
+    // and mappings its queued work may use.
+    std::unique_ptr<Stream> stream_;
 };
 
 }  // namespace gpucoll::intra

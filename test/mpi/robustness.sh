@@ -1,7 +1,8 @@
 #!/bin/sh
 # robustness.sh - the accelerated path never hangs and never disagrees:
 #  1. test_robustness (progress while waiting, host-capable memory kinds in the
-#     info key, a failure after posting) at 2 and 3 ranks, with Open MPI's
+#     info key, a failure after posting, then staging or an immediate
+#     MPI_Comm_free) at 2 and 3 ranks, host and device flags, with Open MPI's
 #     copy-in/out shared memory (no CMA): a large send then needs the
 #     sender's progress;
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
@@ -13,6 +14,9 @@ for np in 2 3; do
     run_mpi "$np" --mca coll_gpucoll_device emu --mca btl_vader_single_copy_mechanism none -- \
         "$MPI_TESTDIR/test_robustness"
 done
+echo "== the same with device-side flags"
+run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device \
+    --mca btl_vader_single_copy_mechanism none -- "$MPI_TESTDIR/test_robustness"
 
 echo "== parameters that differ between ranks"
 run_mpi 1 --mca coll_gpucoll_device emu -x OMPI_MCA_coll_gpucoll_chunk_size=4096 -- \

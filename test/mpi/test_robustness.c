@@ -6,7 +6,9 @@
  *  2. mpi_assert_memory_alloc_kinds listing host-capable kinds next to device
  *     ones ("cuda:host,cuda:device"): mixed memory in one call stays agreed;
  *  3. a failure after posting (a rank's buffer is too small: its copy fails):
- *     the call fails, the communicator works on (staged) for every later call.
+ *     the call fails, the communicator works on (staged) for every later call;
+ *  4. the same failure followed at once by MPI_Comm_free: teardown must not
+ *     wait for the rank that failed.
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
@@ -128,6 +130,25 @@ static void failure_then_staging(void) {
     MPI_Comm_free(&c);
 }
 
+static void failure_then_free(void) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    char* d = NULL;
+    /* pool memory on rank 1: its results are copied back after the call, and
+     * that copy (into 16 bytes) is what fails, after the algorithm finished */
+    if (g_rank == 1)
+        gpucoll_malloc_device_pool((void**)&d, 16);
+    else
+        gpucoll_malloc_device((void**)&d, 4096);
+    float* ok = device_floats(64, 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, ok, 64, MPI_FLOAT, MPI_SUM, c);
+    (void)MPI_Bcast(d, 4096, MPI_BYTE, 0, c);
+    MPI_Comm_free(&c); /* no collective in between */
+    gpucoll_free_device(ok);
+    gpucoll_free_device(d);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -140,6 +161,7 @@ int main(int argc, char** argv) {
     progress_while_waiting();
     host_capable_kinds_keep_agreement();
     failure_then_staging();
+    failure_then_free();
     int all = 0;
     MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("test_robustness: %s\n", all ? "FAIL" : "PASS");

@@ -34,6 +34,7 @@
 #include "device/cuda/cuda_pool.h"
 #include "device/cuda/cuda_reduce.h"
 #include "device/device.h"
+#include "device/reduce_ops.h"
 
 namespace gpucoll {
 namespace cuda {
@@ -251,6 +252,10 @@ public:
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
     Status alloc_unexportable(void** ptr, size_t bytes) override;
+    bool reduce_supported(gpucoll_dtype_t dtype, gpucoll_op_t op) const override {
+        return reduce::op_valid(dtype, op) && dtype != GPUCOLL_LONG_DOUBLE &&
+               dtype != GPUCOLL_C_LONG_DOUBLE_COMPLEX;  // the device has no long double
+    }
     Status write_flag(uint64_t* flag, uint64_t value, Stream* stream) override;
     Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) override;
     Status free(void* ptr) override;

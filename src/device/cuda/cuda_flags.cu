@@ -21,7 +21,11 @@ __global__ void write_flag_kernel(unsigned long long* flag, unsigned long long v
 __global__ void wait_flag_kernel(const unsigned long long* flag, unsigned long long value) {
     const volatile unsigned long long* word =
         reinterpret_cast<const volatile unsigned long long*>(flag);
-    while (*word < value) __nanosleep(200);
+    while (*word < value) {
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(200);
+#endif
+    }
     __threadfence_system();  // later work sees what the peer wrote before its flag
 }
 

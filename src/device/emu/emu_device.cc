@@ -61,6 +61,10 @@ Status EmuDevice::create_stream(std::unique_ptr<Stream>* out) {
     return kSuccess;
 }
 
+bool EmuDevice::reduce_supported(gpucoll_dtype_t dtype, gpucoll_op_t op) const {
+    return reduce::op_valid(dtype, op);  // every type, long double included
+}
+
 // Flags: the host view of the device word, read and written atomically by the
 // stream's worker (or inline without a stream).
 Status EmuDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {

@@ -28,6 +28,7 @@ public:
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
                   gpucoll_op_t op, Stream* stream) override;
 
+    bool reduce_supported(gpucoll_dtype_t dtype, gpucoll_op_t op) const override;
     Status write_flag(uint64_t* flag, uint64_t value, Stream* stream) override;
     Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) override;
 

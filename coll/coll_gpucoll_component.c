@@ -132,8 +132,7 @@ static const gpucoll_param_t gpucoll_params[] = {
      "Where the ranks of a node synchronise the steps of a collective: host (flags in shared "
      "host memory, polled by the CPU; safe when several ranks share a GPU) or device (flags in "
      "device memory, written and awaited in stream order by the GPU; for one rank per GPU: a "
-     "waiting kernel stalls a GPU that processes share; a rank failing mid-call then hangs its "
-     "peers).",
+     "waiting kernel stalls a GPU that processes share).",
      MCA_BASE_VAR_TYPE_INT, gpucoll_flags_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.device_flags},
     {"allreduce_one_shot_max",

@@ -34,7 +34,7 @@ done
 echo "== 2. staged path forced"
 for np in $TEST_NPS; do
     # shellcheck disable=SC2046 # words
-    run_mpi "$np" --mca coll_gpucoll_device emu $(mca_all staged) -- "$prog" --expect staged
+    run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" $(mca_all staged) -- "$prog" --expect staged
 done
 
 echo "== 3. algorithms forced"
@@ -48,7 +48,7 @@ for set in "$set1" "$set2"; do
     checks="$checks --algorithm reduce=$6"
     for np in 3 4; do
         # shellcheck disable=SC2046,SC2086
-        run_mpi "$np" --mca coll_gpucoll_device emu $(mca_all $set) -- "$prog" \
+        run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" $(mca_all $set) -- "$prog" \
             --expect accelerated $checks
     done
 done
@@ -57,9 +57,9 @@ for np in 2 3; do
     run_np "$np" "$prog" --expect accelerated --pool-memory
 done
 echo "== 5. device-side flags: every step stream-ordered on the device"
-run_mpi 2 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device -- "$prog" --no-large \
+run_mpi 2 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags device -- "$prog" --no-large \
     --expect accelerated
 # shellcheck disable=SC2046
-run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device \
+run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags device \
     $(mca_all two_shot chain ring ring ring direct) -- "$prog" --no-large --expect accelerated
 echo "PASS: test_collectives"

@@ -12,13 +12,13 @@ set -eu
 
 prog=$MPI_TESTDIR/test_lifecycle
 for np in $TEST_NPS; do
-    run_mpi "$np" --mca coll_gpucoll_device emu --mca coll_gpucoll_ipc_cache_size 1 -- \
+    run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_ipc_cache_size 1 -- \
         "$prog" --expect "${GPUCOLL_TEST_EXPECT:-accelerated}"
 done
 # the figure of the intra-node issue: 1000 dup/split/free cycles at 4 ranks
-run_mpi 4 --mca coll_gpucoll_device emu -- "$prog" --expect accelerated --iterations 1000
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" -- "$prog" --expect accelerated --iterations 1000
 # the staged path too (its staging buffers are reused, never leaked)
-run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_allreduce_algorithm staged \
+run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_allreduce_algorithm staged \
     --mca coll_gpucoll_bcast_algorithm staged --mca coll_gpucoll_allgather_algorithm staged \
     --mca coll_gpucoll_reduce_scatter_algorithm staged \
     --mca coll_gpucoll_reduce_scatter_block_algorithm staged \

@@ -14,8 +14,8 @@
 #       "FAILED" with the exit status and exits the script with 1.
 #       The output of the last run is in $MPI_OUT (a file).
 #   run_np NP PROG [ARGS...]
-#       run_mpi with the component on the emulated device
-#       (--mca coll_gpucoll_device emu).
+#       run_mpi with the component on the test device
+#       (--mca coll_gpucoll_device $TEST_DEVICE: emu, or GPUCOLL_TEST_DEVICE).
 #   try_mpi NP [mpirun options...] -- PROG [ARGS...]
 #       like run_mpi but returns the exit status instead of failing
 #       (MPI_QUIET=1: does not print the output).
@@ -33,6 +33,8 @@
 : "${GPUCOLL_TEST_TIMEOUT:=120}"
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TEST_NPS=${GPUCOLL_TEST_NPS:-1 2 3 4}
+# The device backend of the tests: emu here; contrib/gpu-run.sh sets cuda.
+TEST_DEVICE=${GPUCOLL_TEST_DEVICE:-emu}
 export GPUCOLL_BUILDDIR GPUCOLL_SRCDIR
 
 skip() {
@@ -113,11 +115,11 @@ run_mpi() {
     fi
 }
 
-# run_np NP PROG [ARGS...]: the component on the emulated device.
+# run_np NP PROG [ARGS...]: the component on the test device.
 run_np() {
     _n=$1
     shift
-    run_mpi "$_n" --mca coll_gpucoll_device emu -- "$@"
+    run_mpi "$_n" --mca coll_gpucoll_device "$TEST_DEVICE" -- "$@"
 }
 
 # gpucoll_selected_on NP COMM: in the last run's output (with

@@ -11,15 +11,15 @@ set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
 for np in 2 3; do
-    run_mpi "$np" --mca coll_gpucoll_device emu --mca btl_vader_single_copy_mechanism none -- \
+    run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca btl_vader_single_copy_mechanism none -- \
         "$MPI_TESTDIR/test_robustness"
 done
 echo "== the same with device-side flags"
-run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_flags device \
+run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags device \
     --mca btl_vader_single_copy_mechanism none -- "$MPI_TESTDIR/test_robustness"
 
 echo "== parameters that differ between ranks"
-run_mpi 1 --mca coll_gpucoll_device emu -x OMPI_MCA_coll_gpucoll_chunk_size=4096 -- \
+run_mpi 1 --mca coll_gpucoll_device "$TEST_DEVICE" -x OMPI_MCA_coll_gpucoll_chunk_size=4096 -- \
     "$MPI_TESTDIR/test_collectives" --no-large --expect staged : \
     -np 2 "$MPI_TESTDIR/test_collectives" --no-large --expect staged
 grep -q 'parameters differ between the ranks' "$MPI_OUT" ||

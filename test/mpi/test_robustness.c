@@ -160,8 +160,12 @@ int main(int argc, char** argv) {
     }
     progress_while_waiting();
     host_capable_kinds_keep_agreement();
-    failure_then_staging();
-    failure_then_free();
+    /* The failures are injected with a too-small buffer, which only the emu
+     * backend bounds-checks: on a GPU the copy would corrupt memory. */
+    if (strcmp(gpucoll_backend(), "emu") == 0) {
+        failure_then_staging();
+        failure_then_free();
+    }
     int all = 0;
     MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("test_robustness: %s\n", all ? "FAIL" : "PASS");

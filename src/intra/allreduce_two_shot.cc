@@ -9,7 +9,6 @@
 // Rounds: the post, one per chunk waited for, and the end (nobody touches a
 // peer's buffer after the call returns).
 #include <algorithm>
-#include <vector>
 
 #include "intra/algorithms.h"
 
@@ -24,18 +23,17 @@ Status allreduce_two_shot(CallContext& ctx) {
                                    (block_max + kStepDone - 3) / (kStepDone - 2)});
     char* out = static_cast<char*>(ctx.call.recvbuf);
 
-    std::vector<char*> inputs(static_cast<size_t>(n));
-    for (int p = 0; p < n; ++p) GPUCOLL_TRY(ctx.input(p, &inputs[static_cast<size_t>(p)]));
-    std::vector<const void*> srcs(static_cast<size_t>(n));
+    char** inputs = ctx.inputs();
+    for (int p = 0; p < n; ++p) GPUCOLL_TRY(ctx.input(p, &inputs[p]));
+    const void** srcs = ctx.sources();
     const size_t b = block_begin(count, n, me), e = block_begin(count, n, me + 1);
     uint64_t step = 0;
     for (size_t at = b; at < e; at += chunk) {  // reduce-scatter, chunk by chunk
         const size_t len = std::min(chunk, e - at);
-        srcs[0] = inputs[static_cast<size_t>(me)] + at * elem;  // first: the output may alias it
+        srcs[0] = inputs[me] + at * elem;  // first: the output may alias it
         for (int p = 0, k = 1; p < n; ++p)
-            if (p != me)
-                srcs[static_cast<size_t>(k++)] = inputs[static_cast<size_t>(p)] + at * elem;
-        GPUCOLL_TRY(ctx.reduce(out + at * elem, srcs.data(), n, len, static_cast<size_t>(n - 1)));
+            if (p != me) srcs[k++] = inputs[p] + at * elem;
+        GPUCOLL_TRY(ctx.reduce(out + at * elem, srcs, n, len, static_cast<size_t>(n - 1)));
         GPUCOLL_TRY(ctx.signal(++step));
     }
 

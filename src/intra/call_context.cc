@@ -11,7 +11,12 @@ CallContext::CallContext(NodeComm& c, const gpucoll_call_t& k, uint64_t s)
       size(c.size()),
       device(c.device()),
       elem(reduce::dtype_size(k.dtype)),
-      stream_(c.device_flags() ? c.stream() : nullptr) {}
+      stream_(c.device_flags() ? c.stream() : nullptr),
+      pins_(c.pins_) {}
+
+const void** CallContext::sources() { return comm.sources_.data(); }
+
+char** CallContext::inputs() { return comm.inputs_.data(); }
 
 Status CallContext::resolve(int p, int which, char** out) {
     const BufferDesc& desc = comm.post_of(p, seq).buf[which];

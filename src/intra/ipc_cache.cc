@@ -28,7 +28,7 @@ Status IpcCache::describe(Device* device, const void* ptr, BufferDesc* desc) {
     if (s == kSuccess)
         exports_.emplace(info.buffer_id, desc->handle);
     else
-        unexportable_.emplace(info.buffer_id, true);
+        unexportable_.insert(info.buffer_id);
     export_order_.push_back(info.buffer_id);
     // Buffer ids are never reused, so old entries only cost memory: bound them.
     while (export_order_.size() > 4 * capacity_ + 16) {
@@ -72,20 +72,9 @@ void IpcCache::evict_locked() {
     }
 }
 
-void IpcCache::set_capacity(size_t entries) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    capacity_ = entries < 1 ? 1 : entries;
-    evict_locked();
-}
-
 void IpcCache::reserve_capacity(size_t entries) {
     std::lock_guard<std::mutex> lock(mutex_);
     capacity_ = std::max(capacity_, entries);
-}
-
-size_t IpcCache::imported() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return imports_.size();
 }
 
 void IpcCache::clear() {

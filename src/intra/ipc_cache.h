@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "device/device.h"
@@ -32,11 +33,9 @@ public:
     Status resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
                    std::shared_ptr<IpcMapping>* pin);
 
-    void set_capacity(size_t entries);
     // Raises the capacity to at least entries (communicators of different
     // sizes share the cache: the largest need wins).
     void reserve_capacity(size_t entries);
-    size_t imported() const;
     void clear();
 
 private:
@@ -53,7 +52,7 @@ private:
     std::list<Key> lru_;                     // front: most recently used
     std::map<uint64_t, IpcHandle> exports_;  // by local buffer id; unexportable: not here
     std::list<uint64_t> export_order_;
-    std::map<uint64_t, bool> unexportable_;  // local buffer ids IPC refused (bounded like exports_)
+    std::set<uint64_t> unexportable_;  // local buffer ids IPC refused (bounded like exports_)
 };
 
 }  // namespace gpucoll::intra

@@ -150,6 +150,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     }
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
     comm->peer_seen_.assign(all.size(), 0);
+    comm->sources_.assign(all.size(), nullptr);
+    comm->inputs_.assign(all.size(), nullptr);
 
     // One-shot wins while its extra n x S of reads costs less than two-shot's
     // two extra rounds. emu: crossover measured at 16-32 KiB with 3-4 ranks on

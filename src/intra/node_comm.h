@@ -76,13 +76,19 @@ public:
     Status copy(void* dst, const void* src, size_t bytes, bool crosses_peer);
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, size_t peer_srcs);
 
+    // Room for one pointer per rank, owned by the communicator and reused by
+    // every call (no allocation per call).
+    const void** sources();
+    char** inputs();
+    ~CallContext() { pins_.clear(); }
+
     uint64_t bytes_peer = 0;
     uint64_t rounds = 0;
 
 private:
     Stream* const stream_;  // device flags: all device work of the call; else nullptr
     Status resolve(int p, int which, char** out);
-    std::vector<std::shared_ptr<IpcMapping>> pins_;
+    std::vector<std::shared_ptr<IpcMapping>>& pins_;  // the communicator's, cleared per call
 };
 
 class NodeComm {
@@ -114,9 +120,8 @@ public:
         return segment_.slot(p).posts[seq % kPostDepth];
     }
 
-    // One-shot scratch: two slots of scratch_slot_bytes() per rank, chosen by
+    // One-shot scratch: two slots of scratch_slot_bytes_ per rank, chosen by
     // call parity; peers' slots are mapped once at creation.
-    size_t scratch_slot_bytes() const { return scratch_slot_bytes_; }
     char* scratch_slot(int p, uint64_t seq) const;
     // Rank p's device flag (first bytes of its scratch), for device-side flags.
     uint64_t* flag(int p) const;
@@ -176,7 +181,12 @@ private:
     bool ready_ = false;  // setup succeeded on every rank
     uint64_t seq_ = 0;
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
-    uint64_t last_accelerated_ = 0;    // seq of the last call we ran on the accelerated path
+    // Scratch of CallContext, one entry per rank, reused call after call.
+    friend class CallContext;
+    std::vector<const void*> sources_;
+    std::vector<char*> inputs_;
+    std::vector<std::shared_ptr<IpcMapping>> pins_;
+    uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
     bool poisoned_ = false;
 
     size_t scratch_slot_bytes_ = 0;

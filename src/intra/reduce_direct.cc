@@ -1,7 +1,6 @@
 // Direct reduce: the root reduces every rank's input into its output; the
 // others wait until the root no longer reads their buffers. (n-1) x S read
 // by the root; two rounds.
-#include <vector>
 
 #include "intra/algorithms.h"
 
@@ -14,18 +13,16 @@ Status reduce_direct(CallContext& ctx) {
         ++ctx.rounds;
         return kSuccess;
     }
-    std::vector<const void*> srcs;
-    char* own = nullptr;
-    GPUCOLL_TRY(ctx.input(root, &own));
-    srcs.push_back(own);  // first: the output aliases it in place
-    for (int p = 0; p < n; ++p) {
+    const void** srcs = ctx.sources();
+    char* in = nullptr;
+    GPUCOLL_TRY(ctx.input(root, &in));
+    srcs[0] = in;  // first: the output aliases it in place
+    for (int p = 0, k = 1; p < n; ++p) {
         if (p == root) continue;
-        char* in = nullptr;
         GPUCOLL_TRY(ctx.input(p, &in));
-        srcs.push_back(in);
+        srcs[k++] = in;
     }
-    GPUCOLL_TRY(
-        ctx.reduce(ctx.call.recvbuf, srcs.data(), n, ctx.call.count, static_cast<size_t>(n - 1)));
+    GPUCOLL_TRY(ctx.reduce(ctx.call.recvbuf, srcs, n, ctx.call.count, static_cast<size_t>(n - 1)));
     GPUCOLL_TRY(ctx.signal(kStepDone));
     ++ctx.rounds;
     return kSuccess;

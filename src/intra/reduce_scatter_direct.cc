@@ -1,7 +1,6 @@
 // Direct reduce_scatter(_block): each rank reduces its own block from every
 // peer's input. Two rounds; (n-1) x block read per rank. In place, the result
 // waits in a local buffer until no peer reads our input any more.
-#include <vector>
 
 #include "intra/algorithms.h"
 
@@ -14,13 +13,13 @@ Status reduce_scatter_direct(CallContext& ctx) {
     char* dst = in_place ? static_cast<char*>(ctx.comm.result().data())
                          : static_cast<char*>(ctx.call.recvbuf);
 
-    std::vector<const void*> srcs;
+    const void** srcs = ctx.sources();
     for (int i = 0; i < n; ++i) {  // rank order: the same order for every block
         char* in = nullptr;
         GPUCOLL_TRY(ctx.input(i, &in));
-        srcs.push_back(in + displ);
+        srcs[i] = in + displ;
     }
-    GPUCOLL_TRY(ctx.reduce(dst, srcs.data(), n, mine, static_cast<size_t>(n - 1)));
+    GPUCOLL_TRY(ctx.reduce(dst, srcs, n, mine, static_cast<size_t>(n - 1)));
     GPUCOLL_TRY(ctx.signal(kStepDone));
     GPUCOLL_TRY(ctx.wait_all(kStepDone));
     if (in_place) GPUCOLL_TRY(ctx.copy(ctx.call.recvbuf, dst, mine * ctx.elem, false));

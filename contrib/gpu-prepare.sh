@@ -5,6 +5,10 @@
 #   .gpu/debs     Debian 12's Open MPI 4.1.4 as .debs (unpacked there)
 #   .gpu/build    a CUDA build of this tree (kernels for sm_80 and sm_90)
 #   .gpu/*.sh     the shared helper scripts
+#   .gpu/osu      OSU Micro-Benchmarks' blocking collectives built with
+#                 --enable-cuda=basic, when GPUCOLL_OSU_SRC names an OSU 7.x
+#                 source tree or tarball (public; never committed here)
+#   .gpu/lib      libcudart.so.13 for those OSU programs
 # Then, with the device tool: run command "contrib/gpu-run.sh" carrying ".gpu".
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,5 +33,27 @@ find . \( -name '*.o' -o -name '*.a' -o -name '*.lo' -o -name '.deps' \) -prune 
 rm -f test/unit/test_emu_device  # nothing for a GPU to add to the emu tests
 find src coll perf test -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.sh' \
     -exec strip --strip-unneeded {} + 2>/dev/null || true
+if [ -n "${GPUCOLL_OSU_SRC:-}" ]; then
+    osu_build=$(mktemp -d /tmp/gpucoll-osu.XXXXXX)
+    if [ -d "$GPUCOLL_OSU_SRC" ]; then
+        cp -a "$GPUCOLL_OSU_SRC"/. "$osu_build"/
+    else
+        tar xf "$GPUCOLL_OSU_SRC" -C "$osu_build" --strip-components=1
+    fi
+    cuda=${CUDA_HOME:-/usr/local/cuda}
+    (cd "$osu_build" &&
+        find . -name Makefile.in -exec touch {} + && touch configure &&
+        ./configure -q CC=mpicc CXX=mpicxx --enable-cuda=basic \
+            --with-cuda-include="$cuda/include" --with-cuda-libpath="$cuda/lib64" \
+            LDFLAGS="-L$cuda/lib64/stubs" >/dev/null &&
+        make -s -j"$(nproc)" -C c/mpi/collective/blocking >/dev/null)
+    mkdir -p "$top/.gpu/osu" "$top/.gpu/lib"
+    for t in osu_allreduce osu_bcast osu_allgather osu_reduce_scatter osu_reduce; do
+        cp "$osu_build/c/mpi/collective/blocking/$t" "$top/.gpu/osu/"
+    done
+    strip "$top"/.gpu/osu/*
+    cp -L "$cuda/lib64/libcudart.so.13" "$top/.gpu/lib/"
+    rm -rf "$osu_build"
+fi
 du -sh "$top/.gpu" | sed 's/^/gpu-prepare: .gpu holds /'
 echo "gpu-prepare: now run contrib/gpu-run.sh on the GPU machine, carrying .gpu"

@@ -1,44 +1,193 @@
 #!/bin/bash
-# contrib/gpu-run.sh - on a lent GPU machine (after contrib/gpu-prepare.sh on
-# the build machine, with .gpu carried): the CUDA unit tests, the MPI tests on
-# cuda device buffers (several ranks share the GPU through CUDA IPC) and the
-# benchmark. Logs go to $OUT (or .gpu/out) for the performance doc.
+# contrib/gpu-run.sh - on a lent GPU machine (no MPI, no network), after
+# contrib/gpu-prepare.sh on the build machine, with .gpu carried:
+#
+#   contrib/gpu-run.sh STEP [STEP...]
+#
+# Steps (each capped well under the lent machine's 10-minute command limit;
+# logs under $OUT, or .gpu/out, one file per step):
+#   info             machine, driver, CUDA, compute mode, MPS, topology, glibc
+#   unit             CUDA unit tests (device conformance, API, reduction kernels)
+#   mpi              MPI integration tests on cuda device buffers (np 1..4
+#                    ranks sharing the GPU through CUDA IPC)
+#   bench-allreduce  allreduce 4 B..256 MiB, np 2 and 4, staged vs each algorithm
+#   bench-all        bcast, allgather, reduce_scatter_block, reduce, np 4
+#   bench-kernel     reduction kernel bandwidth against device-to-device copies
+#   osu              OSU Micro-Benchmarks (built by gpu-prepare.sh into .gpu/osu)
+#                    -d cuda with validation, gpucoll on and off
+#   all              every step above, in that order
+#   mps-on, mps-off  start / stop the MPS daemon for the steps that follow
+#                    (ranks sharing the GPU then run concurrently instead of
+#                    time-slicing: say which mode a figure used)
+#
+# GPUCOLL_STEP_TIMEOUT (seconds, default 480) caps each step; a step cut by it
+# reports TIMEOUT and the next step still runs.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-out=${OUT:-$top/.gpu/out}
+# Logs: one file per step in $out; with the device tool's $OUT (which returns
+# at most 8 files), they are packed into one $OUT/gpu-logs-*.tgz at the end.
+if [ -n "${OUT:-}" ]; then
+    out=$(mktemp -d /tmp/gpucoll-logs.XXXXXX)
+else
+    out=$top/.gpu/out
+fi
 mkdir -p "$out"
 B=$top/.gpu/build
+step_timeout=${GPUCOLL_STEP_TIMEOUT:-480}
+[ $# -gt 0 ] || set -- info
+[ "$1" = all ] && set -- info unit mpi bench-allreduce bench-all bench-kernel osu
+
 # shellcheck disable=SC1091
-source .gpu/mpi-env.sh .gpu/debs /opt/debmpi || exit 1
+source .gpu/mpi-env.sh .gpu/debs /opt/debmpi >"$out/mpi-env.log" 2>&1 || {
+    cat "$out/mpi-env.log"
+    exit 1
+}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LD_LIBRARY_PATH=$B/src/.libs:$LD_LIBRARY_PATH
-{
-    date -u
-    nvidia-smi -L
-    git log -1 --format='commit %H' 2>/dev/null || true
-} | tee "$out/machine.txt"
-
-rc=0
-echo "== unit tests" | tee "$out/unit.log"
-for t in test_cuda_device test_api test_intra test_reduce_ops; do  # test_intra: emu by design
-    GPUCOLL_DEVICE=cuda "$B/test/unit/$t" >>"$out/unit.log" 2>&1 || rc=1
-    tail -n 3 "$out/unit.log"
-done
-
-echo "== MPI tests on cuda device buffers" | tee "$out/mpi.log"
+export LD_LIBRARY_PATH=$B/src/.libs:$top/.gpu/lib:$LD_LIBRARY_PATH
+# Open MPI finds the component in the build tree (keep the default path tokens).
+export OMPI_MCA_mca_base_component_path="$B/coll/.libs:SYS_DEFAULT:USER_DEFAULT"
 export GPUCOLL_BUILDDIR=$B GPUCOLL_SRCDIR=$top MPIRUN=mpirun GPUCOLL_TEST_DEVICE=cuda
-for s in collectives mixed userop_ddt lifecycle robustness stress; do
-    if sh "test/mpi/$s.sh" >>"$out/mpi.log" 2>&1; then echo "PASS $s"; else echo "FAIL $s"; fi
-done | tee -a "$out/mpi.log"
-grep -q '^FAIL' "$out/mpi.log" && rc=1
 
-echo "== benchmark" | tee "$out/bench.log"
-for np in 2 4; do
-    contrib/bench.sh -b "$B" -d cuda -n "$np" -c allreduce -m 4:256M -r 3 \
-        -a staged,one_shot,two_shot,ring >>"$out/bench.log" 2>&1 || rc=1
+step_info() {
+    date -u
+    git log -1 --format='commit %H %s' 2>/dev/null || echo "commit: unknown (no git)"
+    nvidia-smi -L
+    nvidia-smi --query-gpu=name,driver_version,compute_mode,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
+    nvidia-smi | sed -n '1,4p'
+    echo "MPS: $(pgrep -f nvidia-cuda-mps-control >/dev/null && echo running || echo 'not running')" \
+        "(control binary: $(command -v nvidia-cuda-mps-control || echo absent))"
+    nvidia-smi topo -m 2>&1 | head -20
+    grep -E '^(PRETTY_NAME|VERSION_ID)' /etc/os-release
+    ldd --version | head -1
+    nproc
+    mpirun --version | head -1
+    ompi_info --parsable --param coll gpucoll --level 9 2>&1 | grep -c 'mca:coll:gpucoll:param' |
+        sed 's/^/gpucoll MCA parameters visible: /'
+}
+
+step_unit() {
+    local rc=0 t
+    for t in test_cuda_device test_api test_reduce_ops test_intra; do
+        [ -x "$B/test/unit/$t" ] || continue
+        echo "== $t"
+        GPUCOLL_DEVICE=cuda "$B/test/unit/$t" --gtest_brief=1 2>&1 | tail -n 40 || rc=1
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    done
+    return $rc
+}
+
+step_mpi() {
+    local rc=0 s
+    for s in collectives mixed userop_ddt lifecycle robustness stress; do
+        if timeout 150 sh "test/mpi/$s.sh" >"$out/mpi-$s.txt" 2>&1; then
+            echo "PASS $s"
+        else
+            echo "FAIL $s (rc $?)"
+            tail -n 25 "$out/mpi-$s.txt"
+            rc=1
+        fi
+    done
+    return $rc
+}
+
+# GPUCOLL_BENCH_NP (default "2 4"), GPUCOLL_BENCH_SIZES (8:256M),
+# GPUCOLL_BENCH_REPEATS (3), GPUCOLL_BENCH_ALGS, GPUCOLL_BENCH_MPIRUN_ARGS
+# (e.g. "--mca coll_gpucoll_flags device") narrow or vary the bench steps.
+step_bench_allreduce() {
+    local np rc=0
+    for np in ${GPUCOLL_BENCH_NP:-2 4}; do
+        contrib/bench.sh -q -b "$B" -d cuda -n "$np" -c allreduce -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
+            -r "${GPUCOLL_BENCH_REPEATS:-3}" -T 0.3 -a "${GPUCOLL_BENCH_ALGS:-staged,one_shot,two_shot,ring}" \
+            -x "${GPUCOLL_BENCH_MPIRUN_ARGS:-}" || rc=1
+    done
+    return $rc
+}
+
+step_bench_all() {
+    local np rc=0
+    for np in ${GPUCOLL_BENCH_NP:-4}; do
+        contrib/bench.sh -q -b "$B" -d cuda -n "$np" -c bcast,allgather,reduce_scatter_block,reduce \
+            -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-3}" -T 0.3 \
+            -a "${GPUCOLL_BENCH_ALGS:-staged,auto}" -x "${GPUCOLL_BENCH_MPIRUN_ARGS:-}" || rc=1
+    done
+    return $rc
+}
+
+step_bench_kernel() {
+    "$B/perf/gpucoll_kernel_bench" -d cuda -m 1M:1G -i 20 2>&1 || {
+        echo "gpucoll_kernel_bench missing or failed"
+        return 1
+    }
+}
+
+step_osu() {
+    local osu=$top/.gpu/osu rc=0 t np comp
+    [ -x "$osu/osu_allreduce" ] || {
+        echo "no OSU build in .gpu/osu (gpu-prepare.sh builds it when its source is given)"
+        return 1
+    }
+    for t in osu_allreduce osu_bcast osu_allgather osu_reduce_scatter; do
+        for np in 2 4; do
+            for comp in on off; do
+                local mca=(--mca coll_gpucoll_device cuda)
+                [ $comp = off ] && mca=(--mca coll ^gpucoll)
+                echo "== $t np $np gpucoll $comp"
+                timeout 100 mpirun -np "$np" --oversubscribe "${mca[@]}" \
+                    "$osu/$t" -d cuda -c -m 8:67108864 -i 50 -x 5 2>&1 | tail -n 30 || rc=1
+            done
+        done
+    done
+    return $rc
+}
+
+mps_mode() {
+    if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+        echo "MPS on"
+    else
+        echo "MPS off"
+    fi
+}
+
+overall=0
+for step in "$@"; do
+    case $step in
+    mps-on)
+        export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpucoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpucoll-mps/log
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        nvidia-cuda-mps-control -d && sleep 1
+        export GPUCOLL_LOG_SUFFIX=-mps
+        echo "######## $(mps_mode) (nvidia-cuda-mps-control -d)"
+        continue
+        ;;
+    mps-off)
+        echo quit | nvidia-cuda-mps-control 2>/dev/null
+        sleep 1
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY GPUCOLL_LOG_SUFFIX
+        echo "######## $(mps_mode)"
+        continue
+        ;;
+    esac
+    fn=step_${step//-/_}
+    if ! declare -F "$fn" >/dev/null; then
+        echo "gpu-run: unknown step '$step' (see the header of $0)" >&2
+        overall=2
+        continue
+    fi
+    start=$(date +%s)
+    echo "######## step $step (cap ${step_timeout}s, $(mps_mode))"
+    # A subshell per step, so that a stuck step can be cut off by its cap.
+    (
+        export -f "$fn"
+        export B out top
+        timeout --kill-after=10 "$step_timeout" bash -o pipefail -c "$fn"
+    ) 2>&1 | tee "$out/$step${GPUCOLL_LOG_SUFFIX:-}.log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 124 ] && echo "TIMEOUT: step $step cut after ${step_timeout}s" | tee -a "$out/$step${GPUCOLL_LOG_SUFFIX:-}.log"
+    echo "######## step $step: rc $rc, $(($(date +%s) - start)) s" | tee -a "$out/$step${GPUCOLL_LOG_SUFFIX:-}.log"
+    [ "$rc" -eq 0 ] || overall=1
 done
-contrib/bench.sh -b "$B" -d cuda -n 4 -c bcast,allgather,reduce_scatter_block,reduce \
-    -m 4K:256M -r 3 -a staged,auto >>"$out/bench.log" 2>&1 || rc=1
-grep -A40 '# comparison' "$out/bench.log" | head -80
-exit $rc
+if [ -n "${OUT:-}" ]; then
+    tar czf "$OUT/gpu-logs-$(date +%H%M%S).tgz" -C "$out" . && rm -rf "$out"
+fi
+exit $overall

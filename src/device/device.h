@@ -21,6 +21,9 @@ struct PointerInfo {
     void* base = nullptr;    // start of the allocation holding the pointer
     size_t size = 0;         // size of that allocation
     uint64_t buffer_id = 0;  // unique per allocation for the process life (0: host)
+    // false: device memory whose allocation (base, size, id) the backend could
+    // not determine; callers stage it (never accelerated, never host memory).
+    bool complete = true;
 };
 
 // Opaque, trivially copyable: sent to peers through the bootstrap.
@@ -54,6 +57,9 @@ public:
     virtual const char* name() const = 0;  // "cuda", "emu"
 
     // --- memory ------------------------------------------------------------
+    // What ptr points to. Never creates a device context or changes the
+    // current device. kSuccess whenever the memory type is known, also when
+    // the rest is not (info->complete false, the reason in last_error()).
     virtual Status query(const void* ptr, PointerInfo* info) = 0;
     virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
     // Device memory that legacy IPC cannot export, as applications get it from

@@ -26,9 +26,39 @@ template <typename T>
 GPUCOLL_HD Complex<T> operator+(Complex<T> a, Complex<T> b) {
     return {a.re + b.re, a.im + b.im};
 }
+// Every product and sum rounded on its own, on the device as on the host:
+// nvcc would otherwise contract a*b - c*d into a fused multiply-add, and the
+// accelerated path would differ in the last bit from the staged and emu paths
+// (and from Open MPI's own op). Host code is compiled without FMA contraction
+// (-ffp-contract=off in AM_CXXFLAGS).
+template <typename T>
+GPUCOLL_HD T mul_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<T, float>) return __fmul_rn(a, b);
+    if constexpr (std::is_same_v<T, double>) return __dmul_rn(a, b);
+#endif
+    return a * b;
+}
+template <typename T>
+GPUCOLL_HD T add_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<T, float>) return __fadd_rn(a, b);
+    if constexpr (std::is_same_v<T, double>) return __dadd_rn(a, b);
+#endif
+    return a + b;
+}
+template <typename T>
+GPUCOLL_HD T sub_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<T, float>) return __fsub_rn(a, b);
+    if constexpr (std::is_same_v<T, double>) return __dsub_rn(a, b);
+#endif
+    return a - b;
+}
 template <typename T>
 GPUCOLL_HD Complex<T> operator*(Complex<T> a, Complex<T> b) {
-    return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+    return {sub_rn(mul_rn(a.re, b.re), mul_rn(a.im, b.im)),
+            add_rn(mul_rn(a.re, b.im), mul_rn(a.im, b.re))};
 }
 template <typename T>
 GPUCOLL_HD bool operator==(Complex<T> a, Complex<T> b) {

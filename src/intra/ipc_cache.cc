@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 
 namespace gpucoll::intra {
 
@@ -11,8 +12,16 @@ Status IpcCache::describe(Device* device, const void* ptr, BufferDesc* desc) {
     GPUCOLL_TRY(device->query(ptr, &info));
     if (info.type != GPUCOLL_MEM_DEVICE)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "IPC export of %p: not device memory", ptr);
+    if (!info.complete) {
+        const std::string why = last_error();
+        return set_error(GPUCOLL_ERR_DEVICE,
+                         "IPC export of %p: the device backend could not tell the allocation "
+                         "holding it (%s); this call is staged",
+                         ptr, why.c_str());
+    }
     desc->buffer_id = info.buffer_id;
     desc->base = reinterpret_cast<uintptr_t>(info.base);
+    desc->size = info.size;
     desc->offset =
         static_cast<uint64_t>(static_cast<const char*>(ptr) - static_cast<const char*>(info.base));
     std::lock_guard<std::mutex> lock(mutex_);
@@ -50,13 +59,15 @@ Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, 
     auto it = imports_.find(key);
     if (it == imports_.end()) {
         std::unique_ptr<IpcMapping> mapping;
-        GPUCOLL_TRY(device->ipc_import(desc.handle, &mapping));
+        GPUCOLL_TRY(import_locked(device, owner_pid, desc, &mapping));
         evict_locked();
         lru_.push_front(key);
-        it =
-            imports_
-                .emplace(key, Import{std::shared_ptr<IpcMapping>(std::move(mapping)), lru_.begin()})
-                .first;
+        const uint64_t end = desc.base + std::max<uint64_t>(desc.size, 1);
+        it = imports_
+                 .emplace(key, Import{std::shared_ptr<IpcMapping>(std::move(mapping)), lru_.begin(),
+                                      desc.base, end})
+                 .first;
+        by_base_[{owner_pid, desc.base}] = desc.buffer_id;
     } else {
         lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
@@ -65,10 +76,63 @@ Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, 
     return kSuccess;
 }
 
+Status IpcCache::import(Device* device, int owner_pid, const BufferDesc& desc,
+                        std::unique_ptr<IpcMapping>* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return import_locked(device, owner_pid, desc, out);
+}
+
+Status IpcCache::import_locked(Device* device, int owner_pid, const BufferDesc& desc,
+                               std::unique_ptr<IpcMapping>* out) {
+    forget_overlapping_locked(owner_pid, desc.base, desc.base + std::max<uint64_t>(desc.size, 1),
+                              desc.buffer_id);
+    const Status s = device->ipc_import(desc.handle, out);
+    if (s == kSuccess) return s;
+    // A mapping this cache cannot see as overlapping (an owner that did not
+    // report sizes) may still block the import: close every mapping of that
+    // owner and try once more. Mappings a running call pins stay open.
+    bool dropped = false;
+    for (auto it = imports_.begin(); it != imports_.end();) {
+        auto next = std::next(it);
+        if (it->first.first == owner_pid && it->first.second != desc.buffer_id) {
+            erase_locked(it);
+            dropped = true;
+        }
+        it = next;
+    }
+    return dropped ? device->ipc_import(desc.handle, out) : s;
+}
+
+void IpcCache::forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t end,
+                                         uint64_t keep_id) {
+    // Cached ranges of one owner never overlap each other, so the candidates
+    // are the entries starting in [base, end) and the one just before base.
+    auto it = by_base_.lower_bound({owner_pid, base});
+    if (it != by_base_.begin() && std::prev(it)->first.first == owner_pid) --it;
+    while (it != by_base_.end() && it->first.first == owner_pid && it->first.second < end) {
+        auto next = std::next(it);
+        auto found = imports_.find({owner_pid, it->second});
+        if (found != imports_.end() && found->second.end > base && it->second != keep_id)
+            erase_locked(found);  // also erases it from by_base_
+        it = next;
+    }
+}
+
+void IpcCache::erase_locked(std::map<Key, Import>::iterator it) {
+    auto b = by_base_.find({it->first.first, it->second.base});
+    if (b != by_base_.end() && b->second == it->first.second) by_base_.erase(b);
+    lru_.erase(it->second.lru);
+    imports_.erase(it);
+}
+
 void IpcCache::evict_locked() {
     while (!lru_.empty() && imports_.size() >= capacity_) {
-        imports_.erase(lru_.back());
-        lru_.pop_back();
+        auto it = imports_.find(lru_.back());
+        if (it == imports_.end()) {
+            lru_.pop_back();
+            continue;
+        }
+        erase_locked(it);
     }
 }
 
@@ -81,6 +145,7 @@ void IpcCache::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     imports_.clear();
     lru_.clear();
+    by_base_.clear();
     exports_.clear();
     unexportable_.clear();
     export_order_.clear();

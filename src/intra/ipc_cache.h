@@ -33,6 +33,14 @@ public:
     Status resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
                    std::shared_ptr<IpcMapping>* pin);
 
+    // Maps a peer's allocation outside the cache (a communicator's internal
+    // buffers), after closing cached mappings of the owner's allocations that
+    // overlap it in the owner's address space: those were freed (a process
+    // has no two live allocations at one address), and CUDA refuses to open a
+    // handle while such a stale mapping is open (cudaErrorAlreadyMapped).
+    Status import(Device* device, int owner_pid, const BufferDesc& desc,
+                  std::unique_ptr<IpcMapping>* out);
+
     // Raises the capacity to at least entries (communicators of different
     // sizes share the cache: the largest need wins).
     void reserve_capacity(size_t entries);
@@ -43,13 +51,22 @@ private:
     struct Import {
         std::shared_ptr<IpcMapping> mapping;
         std::list<Key>::iterator lru;
+        uint64_t base;  // the owner's address range of the allocation
+        uint64_t end;
     };
     void evict_locked();
+    void erase_locked(std::map<Key, Import>::iterator it);
+    // Closes the cached mappings of owner_pid overlapping [base, end) in the
+    // owner's address space, except buffer keep_id.
+    void forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t end, uint64_t keep_id);
+    Status import_locked(Device* device, int owner_pid, const BufferDesc& desc,
+                         std::unique_ptr<IpcMapping>* out);
 
     mutable std::mutex mutex_;
     size_t capacity_;
     std::map<Key, Import> imports_;
-    std::list<Key> lru_;                     // front: most recently used
+    std::list<Key> lru_;                                    // front: most recently used
+    std::map<std::pair<int, uint64_t>, uint64_t> by_base_;  // (pid, owner base) -> buffer id
     std::map<uint64_t, IpcHandle> exports_;  // by local buffer id; unexportable: not here
     std::list<uint64_t> export_order_;
     std::set<uint64_t> unexportable_;  // local buffer ids IPC refused (bounded like exports_)

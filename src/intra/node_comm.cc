@@ -220,7 +220,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
             peer_scratch_[p] = reinterpret_cast<char*>(e.desc.base) + e.desc.offset;
         } else {
             std::unique_ptr<IpcMapping> m;
-            ok = device_->ipc_import(e.desc.handle, &m) == kSuccess;
+            ok = cache_->import(device_, pids_[p], e.desc, &m) == kSuccess;
             if (ok) {
                 peer_scratch_[p] = static_cast<char*>(m->address()) + e.desc.offset;
                 scratch_mappings_.push_back(std::move(m));
@@ -507,7 +507,7 @@ Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out) {
     auto it = internal_imports_.find(key);
     if (it == internal_imports_.end()) {
         std::unique_ptr<IpcMapping> mapping;
-        GPUCOLL_TRY(device_->ipc_import(desc.handle, &mapping));
+        GPUCOLL_TRY(cache_->import(device_, pids_[p], desc, &mapping));
         it = internal_imports_.emplace(key, std::move(mapping)).first;
     }
     *out = static_cast<char*>(it->second->address()) + desc.offset;

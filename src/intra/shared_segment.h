@@ -22,6 +22,7 @@ namespace gpucoll::intra {
 struct BufferDesc {
     uint64_t buffer_id = 0;  // 0: no buffer
     uint64_t base = 0;       // the allocation's address in the owner (same process: used directly)
+    uint64_t size = 0;       // the allocation's size
     uint64_t offset = 0;
     uint32_t internal =
         0;  // 1: the communicator's own buffer (temp, copies), mapped per communicator

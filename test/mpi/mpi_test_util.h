@@ -935,6 +935,20 @@ static inline void tu_reference(const tu_type_t* t, int op, size_t idx, int nran
     }
 }
 
+/* Collectives that combine values (the others only move bytes). */
+static inline int tu_reduces(gpucoll_coll_t coll) {
+    return coll == GPUCOLL_COLL_ALLREDUCE || coll == GPUCOLL_COLL_REDUCE ||
+           coll == GPUCOLL_COLL_REDUCE_SCATTER || coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK ||
+           coll == GPUCOLL_COLL_REDUCE_LOCAL;
+}
+
+/* Whether the active device backend reduces dt on the device: a GPU has no
+ * long double, so the cuda backend stages those reductions. */
+static inline int tu_backend_reduces(MPI_Datatype dt) {
+    if (strcmp(gpucoll_backend(), "cuda") != 0) return 1;
+    return dt != MPI_LONG_DOUBLE && dt != MPI_C_LONG_DOUBLE_COMPLEX;
+}
+
 /* Compares n elements at b->out + b->off against expect(i). */
 typedef void (*tu_expect_fn)(const tu_case_t* c, size_t i, void* out, const void* ctx);
 
@@ -1110,6 +1124,9 @@ static inline int tu_run_case(const tu_case_t* c) {
             mask = tu.expect_device;
         else if (t->cls == TU_CLS_PAIR) /* MINLOC/MAXLOC: staged today */
             mask = TU_MASK_DEVICE_ANY;
+        else if (tu_reduces(c->coll) && !tu_backend_reduces(t->dt))
+            /* the backend has no device reduction for it (cuda: long double) */
+            mask = TU_PATH_BIT(GPUCOLL_PATH_STAGED);
         else if (c->coll == GPUCOLL_COLL_REDUCE_LOCAL) /* device reduction kernel */
             mask = all_dev ? TU_PATH_BIT(GPUCOLL_PATH_ACCELERATED) : TU_MASK_DEVICE_ANY;
         else

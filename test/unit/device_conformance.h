@@ -453,6 +453,60 @@ TEST_P(DeviceConformance, ReduceEveryTypeAndOp) {
     }
 }
 
+// Non-integer complex products: each product and sum rounded on its own, as
+// the host computes them (a fused multiply-add would change the last bit).
+TEST_P(DeviceConformance, ComplexProductIsBitExact) {
+    constexpr size_t kCount = 4099;
+    auto run = [&](auto zero, gpucoll_dtype_t d) {
+        using T = decltype(zero);
+        struct C {
+            T re, im;
+        };
+        for (int nsrc : {2, 3, 7}) {
+            SCOPED_TRACE(testing::Message() << reference::dtype_label(d) << " nsrc " << nsrc);
+            std::vector<std::vector<C>> in(static_cast<size_t>(nsrc), std::vector<C>(kCount));
+            for (int k = 0; k < nsrc; ++k)
+                for (size_t i = 0; i < kCount; ++i)
+                    in[k][i] = {T(1) + T(0.1) * T(k + 1) + T(i % 97) / T(89),
+                                T(0.3) - T(i % 13) / T(7) + T(k) / T(3)};
+            // Left to right, each rounding step separate (volatile: no contraction).
+            std::vector<C> want = in[0];
+            for (int k = 1; k < nsrc; ++k) {
+                for (size_t i = 0; i < kCount; ++i) {
+                    const C a = want[i], b = in[k][i];
+                    volatile T rr = a.re * b.re, ii = a.im * b.im, ri = a.re * b.im,
+                               ir = a.im * b.re;
+                    want[i] = {T(rr - ii), T(ri + ir)};
+                }
+            }
+            std::vector<std::unique_ptr<conformance::DeviceMemory>> bufs;
+            std::vector<const void*> srcs;
+            for (int k = 0; k < nsrc; ++k) {
+                bufs.push_back(
+                    std::make_unique<conformance::DeviceMemory>(dev_.get(), kCount * sizeof(C)));
+                ASSERT_DEV_OK(bufs.back()->status());
+                upload(bufs.back()->get(), in[k].data(), kCount * sizeof(C));
+                srcs.push_back(bufs.back()->get());
+            }
+            conformance::DeviceMemory dst(dev_.get(), kCount * sizeof(C));
+            ASSERT_DEV_OK(dst.status());
+            ASSERT_DEV_OK(
+                dev_->reduce(dst.get(), srcs.data(), nsrc, kCount, d, GPUCOLL_OP_PROD, nullptr));
+            const std::vector<unsigned char> got = download(dst.get(), kCount * sizeof(C));
+            size_t differing = 0, first = kCount;
+            for (size_t i = 0; i < kCount; ++i) {
+                if (std::memcmp(got.data() + i * sizeof(C), &want[i], sizeof(C)) != 0) {
+                    ++differing;
+                    first = std::min(first, i);
+                }
+            }
+            EXPECT_EQ(differing, 0u) << "first differing element " << first;
+        }
+    };
+    run(float{}, GPUCOLL_C_FLOAT_COMPLEX);
+    run(double{}, GPUCOLL_C_DOUBLE_COMPLEX);
+}
+
 TEST_P(DeviceConformance, ReduceInPlace) {
     constexpr size_t kCount = 1001;
     const gpucoll_dtype_t dtypes[] = {

@@ -13,6 +13,7 @@
 #include "device/emu/emu_device.h"
 #include "device/emu/emu_stream.h"
 #include "device_conformance.h"
+#include "fd_io.h"
 
 INSTANTIATE_TEST_SUITE_P(Emu, DeviceConformance,
                          ::testing::Values(DeviceFactory{"emu", gpucoll::make_emu_device}),
@@ -338,27 +339,8 @@ TEST_F(EmuDeviceTest, RejectsStreamsOfOtherBackends) {
 
 // ---- IPC --------------------------------------------------------------------------
 
-bool write_all(int fd, const void* data, size_t bytes) {
-    const auto* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-        const ssize_t n = write(fd, p, bytes);
-        if (n <= 0) return false;
-        p += n;
-        bytes -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
-bool read_all(int fd, void* data, size_t bytes) {
-    auto* p = static_cast<char*>(data);
-    while (bytes > 0) {
-        const ssize_t n = read(fd, p, bytes);
-        if (n <= 0) return false;
-        p += n;
-        bytes -= static_cast<size_t>(n);
-    }
-    return true;
-}
+using test_io::read_all;
+using test_io::write_all;
 
 // The child: allocate, fill, export, hand over the handle; wait until the
 // parent is done; check what the parent wrote through its mapping.

@@ -49,18 +49,90 @@ CUdeviceptr device_address(const void* p) {
 class DriverApi {
 public:
     Status load() {
-        GPUCOLL_TRY(resolve("cuMemGetAddressRange", &mem_get_address_range_));
         GPUCOLL_TRY(resolve("cuPointerGetAttribute", &pointer_get_attribute_));
-        return resolve("cuGetErrorString", &get_error_string_);
+        GPUCOLL_TRY(resolve("cuPointerGetAttributes", &pointer_get_attributes_));
+        GPUCOLL_TRY(resolve("cuDeviceGetUuid", &device_get_uuid_));
+        GPUCOLL_TRY(resolve("cuDeviceGetAttribute", &device_get_attribute_));
+        GPUCOLL_TRY(resolve("cuGetErrorString", &get_error_string_));
+        // Stream memory operations are optional: without them, device flags
+        // are flag kernels (cuda_flags.cu).
+        if (resolve("cuStreamWriteValue64", &stream_write_value64_) != kSuccess ||
+            resolve("cuStreamWaitValue64", &stream_wait_value64_) != kSuccess) {
+            stream_write_value64_ = nullptr;
+            stream_wait_value64_ = nullptr;
+        }
+        return kSuccess;
     }
 
-    // Base and size of the allocation holding ptr.
-    Status address_range(const void* ptr, void** base, size_t* size) const {
-        CUdeviceptr b = 0;
-        GPUCOLL_TRY(check(mem_get_address_range_(&b, size, device_address(ptr)),
-                          "cuMemGetAddressRange(%p)", ptr));
-        *base = reinterpret_cast<void*>(static_cast<uintptr_t>(b));
+    // Everything a collective needs to know of ptr, in one driver call that
+    // needs no current context and creates none (cudaPointerGetAttributes
+    // would create the primary context of the current device, ~0.5 GiB, in a
+    // process that has not touched the GPU yet). Memory the driver does not
+    // know reads as memory type 0: host memory.
+    struct Attributes {
+        unsigned int memory_type = 0;  // CUmemorytype, 0: not CUDA memory
+        unsigned int is_managed = 0;
+        int ordinal = -1;
+        CUdeviceptr start = 0;
+        size_t size = 0;
+        unsigned long long buffer_id = 0;
+    };
+    // kSuccess: all of *a is valid. On failure, a->memory_type is still
+    // valid if type_known (the driver could tell the type but not the rest).
+    Status attributes(const void* ptr, Attributes* a, bool* type_known) const {
+        CUpointer_attribute names[] = {
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID,
+        };
+        void* data[] = {&a->memory_type, &a->is_managed, &a->ordinal,
+                        &a->start,       &a->size,       &a->buffer_id};
+        static_assert(sizeof names / sizeof names[0] == sizeof data / sizeof data[0]);
+        *type_known = false;
+        const CUresult r = pointer_get_attributes_(sizeof names / sizeof names[0], names, data,
+                                                   device_address(ptr));
+        if (r == CUDA_SUCCESS) {
+            *type_known = true;
+            return kSuccess;
+        }
+        const Status s = check(r, "cuPointerGetAttributes(%p)", ptr);
+        // The memory type alone, so that device memory is never taken for host.
+        unsigned int type = 0;
+        if (pointer_get_attribute_(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, device_address(ptr)) ==
+            CUDA_SUCCESS) {
+            a->memory_type = type;
+            *type_known = true;
+        }
+        return s;
+    }
+
+    // The device's UUID (16 bytes): which ranks share a GPU.
+    Status uuid(int ordinal, unsigned char out[16]) const {
+        CUuuid u{};
+        GPUCOLL_TRY(check(device_get_uuid_(&u, static_cast<CUdevice>(ordinal)),
+                          "cuDeviceGetUuid(%d)", ordinal));
+        std::memcpy(out, u.bytes, 16);
         return kSuccess;
+    }
+
+    bool has_stream_memory_ops(int ordinal) const {
+        if (stream_write_value64_ == nullptr || stream_wait_value64_ == nullptr) return false;
+        int supported = 0;
+        return device_get_attribute_(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                     static_cast<CUdevice>(ordinal)) == CUDA_SUCCESS &&
+               supported != 0;
+    }
+    // After the work enqueued before it (with a memory barrier), *flag = value.
+    Status stream_write(cudaStream_t stream, uint64_t* flag, uint64_t value) const {
+        return check(stream_write_value64_(reinterpret_cast<CUstream>(stream), device_address(flag),
+                                           value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                     "cuStreamWriteValue64(%p)", static_cast<void*>(flag));
+    }
+    // Work enqueued after it starts once *flag >= value (values below 2^63).
+    Status stream_wait(cudaStream_t stream, const uint64_t* flag, uint64_t value) const {
+        return check(stream_wait_value64_(reinterpret_cast<CUstream>(stream), device_address(flag),
+                                          value, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64(%p)", static_cast<const void*>(flag));
     }
 
     Status buffer_id(const void* ptr, uint64_t* id) const {
@@ -109,8 +181,12 @@ private:
 
     Status check(CUresult r, const char* what, ...) const __attribute__((format(printf, 3, 4)));
 
-    PFN_cuMemGetAddressRange_v3020 mem_get_address_range_ = nullptr;
     PFN_cuPointerGetAttribute_v4000 pointer_get_attribute_ = nullptr;
+    PFN_cuPointerGetAttributes_v7000 pointer_get_attributes_ = nullptr;
+    PFN_cuDeviceGetUuid_v11040 device_get_uuid_ = nullptr;
+    PFN_cuDeviceGetAttribute_v2000 device_get_attribute_ = nullptr;
+    PFN_cuStreamWriteValue64_v11070 stream_write_value64_ = nullptr;
+    PFN_cuStreamWaitValue64_v11070 stream_wait_value64_ = nullptr;
     PFN_cuGetErrorString_v6000 get_error_string_ = nullptr;
 };
 
@@ -291,28 +367,28 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda query: info is NULL");
     *info = PointerInfo{};
     if (ptr == nullptr) return kSuccess;
-    cudaPointerAttributes attr{};
-    const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
-    if (e == cudaErrorInvalidValue) {
-        // Memory CUDA does not know (drivers before CUDA 11 report it this
-        // way): host memory. Clear the error so that it does not resurface.
-        (void)cudaGetLastError();
+    DriverApi::Attributes a;
+    bool type_known = false;
+    const Status s = driver_.attributes(ptr, &a, &type_known);
+    // Pinned, managed and unregistered host memory are all reachable by the host.
+    if (a.memory_type != CU_MEMORYTYPE_DEVICE || (s == kSuccess && a.is_managed != 0)) {
+        return type_known ? kSuccess : s;
+    }
+    info->type = GPUCOLL_MEM_DEVICE;
+    if (s != kSuccess) {
+        // Device memory whose range or id the driver would not give: never
+        // host memory, never accelerated (callers stage it).
+        info->complete = false;
         return kSuccess;
     }
-    GPUCOLL_TRY(check(e, "cudaPointerGetAttributes(%p)", ptr));
-    // Pinned, managed and unregistered memory are all reachable by the host.
-    if (attr.type != cudaMemoryTypeDevice) return kSuccess;
-    // The driver queries below act on the current context.
-    ScopedDevice on_device;
-    GPUCOLL_TRY(on_device.enter(attr.device));
-    GPUCOLL_TRY(driver_.address_range(ptr, &info->base, &info->size));
-    GPUCOLL_TRY(driver_.buffer_id(ptr, &info->buffer_id));
+    info->device = a.ordinal;
+    info->base = reinterpret_cast<void*>(static_cast<uintptr_t>(a.start));
+    info->size = a.size;
+    info->buffer_id = a.buffer_id;
     if (info->size == 1) {
         std::lock_guard<std::mutex> lock(zero_sized_mutex_);
         if (zero_sized_.count(info->buffer_id) != 0) info->size = 0;
     }
-    info->type = GPUCOLL_MEM_DEVICE;
-    info->device = attr.device;
     return kSuccess;
 }
 

@@ -113,6 +113,7 @@ struct EmuIpcHandle {
     uint64_t mapped_bytes;
     uint64_t buffer_id;
     uint64_t inode;
+    uint64_t base;  // the exporter's address of the allocation
 };
 static_assert(sizeof(EmuIpcHandle) <= sizeof(IpcHandle::bytes));
 
@@ -293,6 +294,7 @@ Status EmuMemory::export_handle(void* base, IpcHandle* handle) const {
     h.mapped_bytes = region.mapped_bytes;
     h.buffer_id = region.buffer_id;
     h.inode = region.owned->inode;
+    h.base = reinterpret_cast<uintptr_t>(base);
     std::memset(handle->bytes, 0, sizeof handle->bytes);
     std::memcpy(handle->bytes, &h, sizeof h);
     return kSuccess;
@@ -325,6 +327,28 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
                          "no longer exists; it was freed before the import",
                          static_cast<unsigned long long>(h.buffer_id), static_cast<int>(h.pid));
     }
+    const std::pair<int, uint64_t> range_key{h.pid, h.base};
+    {
+        std::shared_lock lock(mutex_);
+        // The first open import of that process starting at or after base,
+        // and the one before it: the only candidates for an overlap.
+        auto next = imported_ranges_.lower_bound(range_key);
+        for (auto it :
+             {next, next == imported_ranges_.begin() ? imported_ranges_.end() : std::prev(next)}) {
+            if (it == imported_ranges_.end() || it->first.first != h.pid) continue;
+            const uint64_t start = it->first.second;
+            if (start < h.base + h.mapped_bytes && h.base < it->second.end &&
+                it->second.buffer_id != h.buffer_id) {
+                return set_error(
+                    GPUCOLL_ERR_DEVICE,
+                    "emu ipc_import: resource already mapped: buffer id %llu of pid %d overlaps "
+                    "buffer id %llu, which that process freed but this one still maps (the emu "
+                    "device imitates cudaErrorAlreadyMapped; close stale mappings first)",
+                    static_cast<unsigned long long>(h.buffer_id), static_cast<int>(h.pid),
+                    static_cast<unsigned long long>(it->second.buffer_id));
+            }
+        }
+    }
     PageMapping device_view;
     PageMapping host_view;
     GPUCOLL_TRY(map_device_pages(fd.get(), h.mapped_bytes, &device_view, &host_view));
@@ -338,6 +362,8 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
     {
         std::unique_lock lock(mutex_);
         regions_.emplace(key, std::move(region));
+        imported_ranges_.try_emplace(range_key,
+                                     ImportedRange{h.base + h.mapped_bytes, h.buffer_id, key});
     }
     *out = std::make_unique<EmuIpcMapping>(shared_from_this(), std::move(device_view),
                                            std::move(host_view), h.size);
@@ -345,8 +371,15 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
 }
 
 void EmuMemory::unregister_import(const void* base) {
+    const auto local = reinterpret_cast<uintptr_t>(base);
     std::unique_lock lock(mutex_);
-    regions_.erase(reinterpret_cast<uintptr_t>(base));
+    regions_.erase(local);
+    for (auto it = imported_ranges_.begin(); it != imported_ranges_.end(); ++it) {
+        if (it->second.local == local) {
+            imported_ranges_.erase(it);
+            break;
+        }
+    }
 }
 
 // ---- EmuPinnedHost ------------------------------------------------------------

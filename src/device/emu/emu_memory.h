@@ -113,6 +113,17 @@ private:
 
     mutable std::shared_mutex mutex_;
     RegionMap regions_;
+    // Open imports by exporter: (pid, exporter's base) -> (end, buffer id).
+    // Like CUDA (cudaErrorAlreadyMapped), importing an allocation that
+    // overlaps, in the exporter's address space, another allocation of that
+    // process still mapped here fails: the stale mapping of a freed buffer
+    // must be closed first.
+    struct ImportedRange {
+        uint64_t end;
+        uint64_t buffer_id;
+        uintptr_t local;  // the device view here
+    };
+    std::map<std::pair<int, uint64_t>, ImportedRange> imported_ranges_;
 };
 
 // Never reused for the life of the process (shared by allocations and imports).

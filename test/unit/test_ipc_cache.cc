@@ -1,0 +1,160 @@
+// IpcCache against a peer process (forked) on the emu device, which imitates
+// CUDA's refusal to open a handle while a mapping of another allocation of the
+// same owner, overlapping it in the owner's address space, is still open
+// (cudaErrorAlreadyMapped). That is what happens when a peer frees a buffer
+// and allocates another at the same address: seen on an H100 (2026-11-22),
+// where every call after such a reuse failed and the communicator staged.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "device/device.h"
+#include "fd_io.h"
+#include "intra/ipc_cache.h"
+
+namespace {
+
+using gpucoll::intra::BufferDesc;
+using gpucoll::intra::IpcCache;
+
+using test_io::read_all;
+using test_io::write_all;
+
+constexpr size_t kBytes = 1 << 20;
+constexpr int kRounds = 12;
+
+// The peer: each round allocates a buffer (often where the last one was),
+// fills it with the round number, describes it, waits until the parent has
+// read it, frees it.
+[[noreturn]] void peer(int desc_out, int ack_in) {
+    auto dev = gpucoll::make_emu_device();
+    IpcCache exports(16);
+    for (int round = 0; round < kRounds; ++round) {
+        void* p = nullptr;
+        if (dev->alloc(&p, kBytes) != gpucoll::kSuccess) _exit(10);
+        std::vector<unsigned char> fill(kBytes, static_cast<unsigned char>(round + 1));
+        if (dev->memcpy(p, fill.data(), kBytes, nullptr) != gpucoll::kSuccess) _exit(11);
+        BufferDesc desc;
+        if (exports.describe(dev.get(), p, &desc) != gpucoll::kSuccess) _exit(12);
+        if (!write_all(desc_out, &desc, sizeof desc)) _exit(13);
+        char ack = 0;
+        if (!read_all(ack_in, &ack, 1)) _exit(14);
+        if (dev->free(p) != gpucoll::kSuccess) _exit(15);
+    }
+    _exit(0);
+}
+
+class IpcCacheAcrossProcesses : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dev_ = gpucoll::make_emu_device();
+        ASSERT_NE(dev_, nullptr);
+        int desc_pipe[2], ack_pipe[2];
+        ASSERT_EQ(pipe(desc_pipe), 0);
+        ASSERT_EQ(pipe(ack_pipe), 0);
+        child_ = fork();
+        ASSERT_GE(child_, 0);
+        if (child_ == 0) {
+            close(desc_pipe[0]);
+            close(ack_pipe[1]);
+            peer(desc_pipe[1], ack_pipe[0]);
+        }
+        close(desc_pipe[1]);
+        close(ack_pipe[0]);
+        desc_in_ = desc_pipe[0];
+        ack_out_ = ack_pipe[1];
+    }
+    // Ends the conversation; the peer's exit status (0: it saw no error).
+    int finish() {
+        close(ack_out_);
+        close(desc_in_);
+        int status = 0;
+        if (waitpid(child_, &status, 0) != child_ || !WIFEXITED(status)) return -1;
+        return WEXITSTATUS(status);
+    }
+    BufferDesc next() {
+        BufferDesc desc;
+        EXPECT_TRUE(read_all(desc_in_, &desc, sizeof desc));
+        return desc;
+    }
+    void ack() {
+        const char a = 1;
+        EXPECT_TRUE(write_all(ack_out_, &a, 1));
+    }
+    std::unique_ptr<gpucoll::Device> dev_;
+    pid_t child_ = -1;
+    int desc_in_ = -1, ack_out_ = -1;
+};
+
+TEST_F(IpcCacheAcrossProcesses, FreedAndReallocatedPeerBuffersResolveToTheNewContents) {
+    IpcCache cache(64);  // room for every round: only the overlap may evict
+    int reused = 0;
+    uint64_t last_base = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        SCOPED_TRACE(testing::Message() << "round " << round);
+        const BufferDesc desc = next();
+        EXPECT_EQ(desc.size, kBytes);
+        if (desc.base == last_base) ++reused;
+        last_base = desc.base;
+        void* addr = nullptr;
+        std::shared_ptr<gpucoll::IpcMapping> pin;
+        if (round % 2 == 0) {
+            ASSERT_EQ(cache.resolve(dev_.get(), child_, desc, &addr, &pin), gpucoll::kSuccess)
+                << gpucoll::last_error();
+        } else {
+            // A communicator's internal buffer: mapped outside the cache, yet
+            // it must close the cache's stale mapping first.
+            std::unique_ptr<gpucoll::IpcMapping> own;
+            ASSERT_EQ(cache.import(dev_.get(), child_, desc, &own), gpucoll::kSuccess)
+                << gpucoll::last_error();
+            addr = own->address();
+            pin = std::move(own);
+        }
+        std::vector<unsigned char> got(kBytes);
+        ASSERT_EQ(dev_->memcpy(got.data(), addr, kBytes, nullptr), gpucoll::kSuccess);
+        EXPECT_EQ(got.front(), round + 1);
+        EXPECT_EQ(got.back(), round + 1);
+        pin.reset();
+        ack();
+    }
+    EXPECT_EQ(finish(), 0) << "the peer failed";
+    // The case this test is about must have happened.
+    EXPECT_GT(reused, 0) << "the peer never allocated at a freed buffer's address";
+    RecordProperty("address_reuses", reused);
+}
+
+TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
+    // The imitation itself, without the cache: an open mapping of a freed
+    // allocation blocks the import of the allocation now at that address.
+    std::vector<std::unique_ptr<gpucoll::IpcMapping>> kept;
+    std::vector<BufferDesc> seen;
+    int refused = 0, overlapping = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        const BufferDesc desc = next();
+        bool overlaps = false;
+        for (const BufferDesc& s : seen)
+            overlaps |= s.base < desc.base + desc.size && desc.base < s.base + s.size;
+        std::unique_ptr<gpucoll::IpcMapping> m;
+        const gpucoll::Status s = dev_->ipc_import(desc.handle, &m);
+        if (overlaps) {
+            ++overlapping;
+            EXPECT_NE(s, gpucoll::kSuccess) << "round " << round;
+            refused += s != gpucoll::kSuccess;
+        } else {
+            EXPECT_EQ(s, gpucoll::kSuccess) << gpucoll::last_error();
+            seen.push_back(desc);
+            kept.push_back(std::move(m));
+        }
+        ack();
+    }
+    EXPECT_EQ(finish(), 0) << "the peer failed";
+    EXPECT_GT(overlapping, 0) << "the peer never allocated at a freed buffer's address";
+    EXPECT_EQ(refused, overlapping);
+}
+
+}  // namespace

@@ -69,7 +69,7 @@ typedef struct mca_coll_gpucoll_component_t {
     /* accelerated path: forced algorithm per collective (gpucoll_algorithm_t) */
     int algorithm[GPUCOLL_COLL_COUNT];
     bool uniform_memory;
-    int device_flags; /* 0 host flags, 1 device flags */
+    int device_flags; /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
     size_t one_shot_max;
     size_t chain_min;
     size_t chunk_size;

@@ -35,7 +35,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .verbose = 0,
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
-    .device_flags = 0,
+    .device_flags = GPUCOLL_FLAGS_AUTO,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -63,8 +63,9 @@ static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
 };
 
 static const mca_base_var_enum_value_t gpucoll_flags_values[] = {
-    {0, "host"},
-    {1, "device"},
+    {GPUCOLL_FLAGS_HOST, "host"},
+    {GPUCOLL_FLAGS_DEVICE, "device"},
+    {GPUCOLL_FLAGS_AUTO, "auto"},
     {0, NULL},
 };
 
@@ -130,9 +131,11 @@ static const gpucoll_param_t gpucoll_params[] = {
      &mca_coll_gpucoll_component.uniform_memory},
     {"flags",
      "Where the ranks of a node synchronise the steps of a collective: host (flags in shared "
-     "host memory, polled by the CPU; safe when several ranks share a GPU) or device (flags in "
-     "device memory, written and awaited in stream order by the GPU; for one rank per GPU: a "
-     "waiting kernel stalls a GPU that processes share).",
+     "host memory, polled by the CPU; each copy and reduction is waited for between steps), "
+     "device (flags in device memory, written and awaited in stream order on the GPU with "
+     "CUDA stream memory operations: a whole call is enqueued on one stream; falls back to "
+     "host where ranks share a GPU that lacks them) or auto (device when every rank of the "
+     "communicator has a GPU of its own, host when ranks share one).",
      MCA_BASE_VAR_TYPE_INT, gpucoll_flags_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.device_flags},
     {"allreduce_one_shot_max",

@@ -75,6 +75,18 @@ GPUCOLL_EXPORT const char* gpucoll_last_error(void);
  * Device memory for applications
  * ------------------------------------------------------------------------- */
 
+/* GPUs of the active backend this process can use (emu: 1); 0 without one. */
+GPUCOLL_EXPORT int gpucoll_device_count(void);
+/* Makes ordinal the calling thread's device for allocations and device work
+ * (cuda: cudaSetDevice). */
+GPUCOLL_EXPORT int gpucoll_set_device(int ordinal);
+/* One rank per GPU, the usual way: the environment variable GPUCOLL_LOCAL_GPU
+ * if set, else the node-local rank (OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPI_LOCALRANKID, SLURM_LOCALID, PMIX_LOCAL_RANK; 0 if none is set) modulo
+ * the device count. Sets it as the calling thread's device; returns the
+ * ordinal, or -1 (gpucoll_last_error() says why). */
+GPUCOLL_EXPORT int gpucoll_select_local_device(void);
+
 /* Allocates bytes of device memory (cudaMalloc, or emu memory that the host
  * cannot touch). bytes == 0 yields a valid unique pointer. */
 GPUCOLL_EXPORT int gpucoll_malloc_device(void** ptr, size_t bytes);
@@ -238,6 +250,20 @@ GPUCOLL_EXPORT gpucoll_algorithm_t gpucoll_algorithm_from_name(const char* name)
 /* 1 if algo can serve coll on the accelerated path (AUTO and STAGED: always). */
 GPUCOLL_EXPORT int gpucoll_algorithm_valid(gpucoll_coll_t coll, gpucoll_algorithm_t algo);
 
+/* gpucoll_comm_config_t.device_flags:
+ * HOST: flags in shared host memory, polled by the CPU; each copy and
+ *   reduction is issued and waited for between steps.
+ * DEVICE: flags in device memory, written and awaited in stream order on the
+ *   device (CUDA stream memory operations where the GPU has them, else
+ *   one-thread kernels): a whole call is enqueued on one stream. Where ranks
+ *   share a GPU and it lacks stream memory operations, host flags are used
+ *   instead (a waiting kernel would starve the other ranks' work).
+ * AUTO (default): DEVICE when every rank of the communicator has a GPU of its
+ *   own, HOST when some ranks share one. */
+#define GPUCOLL_FLAGS_HOST 0
+#define GPUCOLL_FLAGS_DEVICE 1
+#define GPUCOLL_FLAGS_AUTO 2
+
 typedef struct gpucoll_comm_config {
     /* forced algorithm per collective (GPUCOLL_ALGO_AUTO: selection table) */
     gpucoll_algorithm_t algorithm[GPUCOLL_COLL_COUNT];
@@ -250,9 +276,7 @@ typedef struct gpucoll_comm_config {
     size_t ipc_cache_entries;  /* bound of the per-process IPC mapping cache */
     int verbose;               /* 0 silent; 1 selection per communicator; 10 per call */
     void (*log)(int level, const char* message); /* where verbose output goes (NULL: stderr) */
-    /* 1: the steps inside a call synchronise through flags in device memory,
-     * written and awaited in stream order by the device (one rank per GPU:
-     * a waiting kernel stalls a GPU that processes share). 0: host flags. */
+    /* Where the steps inside a call synchronise (GPUCOLL_FLAGS_*). */
     int device_flags;
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.

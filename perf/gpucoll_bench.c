@@ -1051,6 +1051,13 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 2;
     }
+    /* One GPU per local rank (GPUCOLL_LOCAL_GPU overrides): the component
+     * works on the device that holds the buffers. */
+    if (o.buf != BUF_HOST && gpucoll_select_local_device() < 0) {
+        fprintf(stderr, "gpucoll_bench: rank %d: cannot select a GPU: %s\n", rank,
+                gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (!gpucoll_op_valid(o.dtype->id, o.op->id)) {
         int reducing = 0;
         for (int i = 0; i < o.ncolls; i++) reducing |= coll_reduces((bench_coll_t)o.colls[i]);

@@ -1,5 +1,6 @@
 // api.cc - the C interface of gpucoll.h, on top of the Runtime.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -65,6 +66,53 @@ const char* gpucoll_backend(void) { return Runtime::instance().backend_name(); }
 const char* gpucoll_version(void) { return PACKAGE_VERSION; }
 
 const char* gpucoll_last_error(void) { return gpucoll::last_error(); }
+
+int gpucoll_device_count(void) {
+    Device* d = Runtime::instance().device();
+    return d != nullptr ? d->device_count() : 0;
+}
+
+int gpucoll_set_device(int ordinal) {
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->set_current_device(ordinal);
+}
+
+int gpucoll_select_local_device(void) {
+    Device* d = nullptr;
+    if (require_device(&d) != GPUCOLL_SUCCESS) return -1;
+    const int count = d->device_count();
+    if (count < 1) {
+        set_error(GPUCOLL_ERR_NO_BACKEND, "gpucoll_select_local_device: no device");
+        return -1;
+    }
+    int ordinal = -1;
+    const char* forced = std::getenv("GPUCOLL_LOCAL_GPU");
+    if (forced != nullptr && *forced != '\0') {
+        char* end = nullptr;
+        const long v = std::strtol(forced, &end, 10);
+        if (*end != '\0' || v < 0 || v >= count) {
+            set_error(GPUCOLL_ERR_INVALID_ARG,
+                      "GPUCOLL_LOCAL_GPU=%s is not a device ordinal of this process (0..%d)",
+                      forced, count - 1);
+            return -1;
+        }
+        ordinal = static_cast<int>(v);
+    } else {
+        long local = 0;
+        for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                "PMIX_LOCAL_RANK"}) {
+            const char* v = std::getenv(var);
+            if (v != nullptr && *v != '\0') {
+                local = std::strtol(v, nullptr, 10);
+                break;
+            }
+        }
+        ordinal = static_cast<int>((local < 0 ? 0 : local) % count);
+    }
+    if (d->set_current_device(ordinal) != GPUCOLL_SUCCESS) return -1;
+    return ordinal;
+}
 
 int gpucoll_malloc_device(void** ptr, size_t bytes) {
     if (ptr == nullptr)

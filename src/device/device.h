@@ -26,6 +26,13 @@ struct PointerInfo {
     bool complete = true;
 };
 
+// Which physical GPU: equal in every process that uses the same GPU (CUDA:
+// the device UUID), so that ranks learn which of them share one.
+struct GpuIdentity {
+    uint8_t bytes[16];
+    bool operator==(const GpuIdentity&) const = default;
+};
+
 // Opaque, trivially copyable: sent to peers through the bootstrap.
 struct IpcHandle {
     uint8_t bytes[128];
@@ -55,6 +62,19 @@ public:
     virtual ~Device() = default;
 
     virtual const char* name() const = 0;  // "cuda", "emu"
+
+    // --- devices -------------------------------------------------------------
+    // GPUs this process can use (emu: 1).
+    virtual int device_count() const = 0;
+    // The calling thread's current device: where alloc() allocates and where
+    // work without a stream runs unless its buffers say otherwise.
+    virtual Status current_device(int* ordinal) = 0;
+    virtual Status set_current_device(int ordinal) = 0;
+    virtual Status gpu_identity(int ordinal, GpuIdentity* out) = 0;
+    // Whether write_flag/wait_flag on streams of this device wait without
+    // occupying the device's compute units (CUDA: stream memory operations),
+    // so that processes sharing the GPU do not starve each other.
+    virtual bool flags_without_compute(int ordinal) = 0;
 
     // --- memory ------------------------------------------------------------
     // What ptr points to. Never creates a device context or changes the

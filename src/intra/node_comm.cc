@@ -81,6 +81,9 @@ struct Hello {
     char node[96];    // boot id + host name: equal on one node
     char backend[8];  // "cuda", "emu", "none"
     int32_t pid;
+    int32_t gpu_known;              // 1: gpu below is this rank's current device
+    int32_t flags_without_compute;  // its stream flags occupy no compute units
+    GpuIdentity gpu;
     Settings settings;
 };
 
@@ -91,6 +94,39 @@ std::string node_identity() {
     char host[64] = {};
     gethostname(host, sizeof host - 1);
     return id + "/" + host;
+}
+
+// Which flags a communicator uses, from the configured mode and which ranks
+// share a GPU; the same on every rank (computed from the same hellos).
+struct FlagsChoice {
+    bool device_flags = false;
+    bool gpu_shared = false;
+    bool fell_back = false;  // device flags asked for, host flags used
+};
+
+FlagsChoice choose_flags(int mode, const std::vector<Hello>& all) {
+    FlagsChoice c;
+    bool all_known = true, all_without_compute = true;
+    for (size_t i = 0; i < all.size(); ++i) {
+        all_known = all_known && all[i].gpu_known != 0;
+        all_without_compute = all_without_compute && all[i].flags_without_compute != 0;
+        for (size_t j = 0; j < i; ++j)
+            if (all[i].gpu_known != 0 && all[j].gpu_known != 0 && all[i].gpu == all[j].gpu)
+                c.gpu_shared = true;
+    }
+    if (!all_known) c.gpu_shared = true;  // a rank whose GPU is unknown may share one
+    switch (mode) {
+        case GPUCOLL_FLAGS_HOST:
+            break;
+        case GPUCOLL_FLAGS_DEVICE:
+            c.device_flags = !c.gpu_shared || all_without_compute;
+            c.fell_back = !c.device_flags;
+            break;
+        default:  // GPUCOLL_FLAGS_AUTO
+            c.device_flags = !c.gpu_shared;
+            break;
+    }
+    return c;
 }
 
 // Every rank learns whether every rank succeeded.
@@ -130,6 +166,16 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                   comm->device_ ? comm->device_->name() : "none");
     hello.pid = getpid();
     hello.settings = settings_of(config);
+    if (comm->device_ != nullptr) {
+        // The current device: the application chose it before its first
+        // collective (gpucoll_select_local_device, cudaSetDevice).
+        int ordinal = -1;
+        if (comm->device_->current_device(&ordinal) == kSuccess &&
+            comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
+            hello.gpu_known = 1;
+            hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
+        }
+    }
     std::vector<Hello> all;
     GPUCOLL_TRY(allgather(bs, hello, &all));
     for (const Hello& h : all) {
@@ -149,6 +195,13 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         }
     }
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
+    const FlagsChoice flags = choose_flags(config.device_flags, all);
+    comm->device_flags_ = flags.device_flags;
+    comm->gpu_shared_ = flags.gpu_shared;
+    if (flags.fell_back)
+        comm->log(1,
+                  "coll_gpucoll_flags device: ranks share a GPU without stream memory operations "
+                  "(a waiting kernel would starve the others): host flags instead");
     comm->peer_seen_.assign(all.size(), 0);
     comm->sources_.assign(all.size(), nullptr);
     comm->inputs_.assign(all.size(), nullptr);
@@ -163,8 +216,9 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
-    comm->log(1, "accelerated path on: %d ranks on one node, backend %s", comm->size_,
-              hello.backend);
+    comm->log(1, "accelerated path on: %d ranks on one node, backend %s, %s flags (%s)",
+              comm->size_, hello.backend, comm->device_flags_ ? "device" : "host",
+              comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank");
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;
@@ -207,7 +261,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
     mine.ok = scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
               device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
               cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
-              (!config_.device_flags || device_->create_stream(&stream_) == kSuccess);
+              (!device_flags_ || device_->create_stream(&stream_) == kSuccess);
     std::vector<Exported> all;
     GPUCOLL_TRY(allgather(bs, mine, &all));
     bool ok = true;
@@ -358,9 +412,18 @@ void NodeComm::log(int level, const char* fmt, ...) const {
 
 namespace {
 
-bool is_device(Device* d, const void* p) {
+// Device memory whose allocation the backend knows (a pointer the driver
+// describes only partly is device memory, but only the staged path takes it).
+Status check_device(Device* d, const void* p, const char* which) {
     PointerInfo info;
-    return p != nullptr && d->query(p, &info) == kSuccess && info.type == GPUCOLL_MEM_DEVICE;
+    if (p == nullptr || d->query(p, &info) != kSuccess || info.type != GPUCOLL_MEM_DEVICE)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "%s buffer %p: host memory", which, p);
+    if (!info.complete) {
+        const std::string why = last_error();
+        return set_error(GPUCOLL_ERR_DEVICE, "%s buffer %p: allocation unknown (%s)", which, p,
+                         why.c_str());
+    }
+    return kSuccess;
 }
 
 }  // namespace
@@ -399,9 +462,8 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     const size_t elem = reduce::dtype_size(call.dtype);
     const BufferBytes bytes = buffer_bytes(call, size_, rank_, elem);
     out->call = call;
-    if (!call.on_device && ((bytes.send != 0 && !is_device(device_, call.sendbuf)) ||
-                            (bytes.recv != 0 && !is_device(device_, call.recvbuf))))
-        return set_error(GPUCOLL_ERR_INVALID_ARG, "host memory: not for the accelerated path");
+    if (bytes.send != 0) GPUCOLL_TRY(check_device(device_, call.sendbuf, "send"));
+    if (bytes.recv != 0) GPUCOLL_TRY(check_device(device_, call.recvbuf, "receive"));
     const bool reduction = call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_ALLGATHER;
     if (reduction && !device_->reduce_supported(call.dtype, call.op))
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s %s: no device reduction on this backend",

@@ -125,7 +125,11 @@ public:
     char* scratch_slot(int p, uint64_t seq) const;
     // Rank p's device flag (first bytes of its scratch), for device-side flags.
     uint64_t* flag(int p) const;
-    bool device_flags() const { return config_.device_flags != 0; }
+    // Device flags for this communicator: decided at creation from the
+    // configured mode and which ranks share a GPU (the same on every rank).
+    bool device_flags() const { return device_flags_; }
+    // Ranks of this communicator that share their GPU with another rank.
+    bool gpu_shared() const { return gpu_shared_; }
     Stream* stream() const { return stream_.get(); }
     // Waits for the stream's work, calling the progress function meanwhile.
     Status wait_stream();
@@ -204,6 +208,8 @@ private:
     // Device flags only. Declared last: destroyed first, before the buffers
     // and mappings its queued work may use.
     std::unique_ptr<Stream> stream_;
+    bool device_flags_ = false;
+    bool gpu_shared_ = false;
 };
 
 }  // namespace gpucoll::intra

@@ -11,7 +11,9 @@
 #  4. device buffers of even ranks from a pool IPC cannot export: the
 #     accelerated path through exportable copies (2 and 3 ranks);
 #  5. device-side flags (coll_gpucoll_flags device), default and forced
-#     algorithms (2 and 3 ranks).
+#     algorithms (2 and 3 ranks);
+#  6. coll_gpucoll_flags auto (the default): host flags where ranks share a
+#     GPU, device flags with one (emulated) GPU per rank (GPUCOLL_EMU_GPU).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -62,4 +64,17 @@ run_mpi 2 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags devi
 # shellcheck disable=SC2046
 run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags device \
     $(mca_all two_shot chain ring ring ring direct) -- "$prog" --no-large --expect accelerated
+if [ "$TEST_DEVICE" = emu ]; then
+    echo "== 6. flags auto: host flags on a shared GPU, device flags with one GPU per rank"
+    run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_verbose 1 -- "$prog" --no-large \
+        --expect accelerated
+    n=$(grep -c 'host flags (ranks share a GPU)' "$MPI_OUT" || true)
+    [ "$n" -ge 3 ] || { echo "FAIL: shared GPU: 'host flags' in $n of 3 ranks"; exit 1; }
+    # shellcheck disable=SC2016 # expanded by each rank's shell
+    run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_verbose 1 -- \
+        sh -c 'GPUCOLL_EMU_GPU=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"' "$prog" --no-large \
+        --expect accelerated
+    n=$(grep -c 'device flags (one GPU per rank)' "$MPI_OUT" || true)
+    [ "$n" -ge 3 ] || { echo "FAIL: one GPU per rank: 'device flags' in $n of 3 ranks"; exit 1; }
+fi
 echo "PASS: test_collectives"

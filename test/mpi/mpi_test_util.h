@@ -187,6 +187,9 @@ static inline void tu_require_device_backend(void) {
             "no device backend (gpucoll_backend() = \"%s\"): run with "
             "--mca coll_gpucoll_device emu or GPUCOLL_DEVICE=emu",
             b);
+    /* One GPU per local rank, as applications do (GPUCOLL_LOCAL_GPU overrides). */
+    if (gpucoll_select_local_device() < 0)
+        TU_DIE("cannot select this rank's GPU: %s", gpucoll_last_error());
 }
 
 /* Collective over MPI_COMM_WORLD (host buffers only): every rank learns

@@ -8,10 +8,14 @@
  *  3. a failure after posting (a rank's buffer is too small: its copy fails):
  *     the call fails, the communicator works on (staged) for every later call;
  *  4. the same failure followed at once by MPI_Comm_free: teardown must not
- *     wait for the rank that failed.
+ *     wait for the rank that failed;
+ *  5. device memory whose allocation the backend cannot determine (a failed
+ *     driver attribute; emu: GPUCOLL_EMU_INCOMPLETE_SIZE) is staged: never
+ *     accelerated, never handed to Open MPI as host memory.
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +99,31 @@ static void host_capable_kinds_keep_agreement(void) {
     MPI_Comm_free(&c);
 }
 
+static uint64_t allreduce_calls(gpucoll_path_t path) {
+    gpucoll_counters_t k;
+    memset(&k, 0, sizeof k);
+    gpucoll_counters_get(&k);
+    return k.calls[GPUCOLL_COLL_ALLREDUCE][path];
+}
+
+static void incomplete_pointer_info_is_staged(size_t bytes) {
+    const size_t n = bytes / sizeof(float);
+    float* d = device_floats(n, 1.0f);   /* queries without its range */
+    float* ok = device_floats(64, 1.0f); /* an ordinary allocation */
+    const uint64_t staged = allreduce_calls(GPUCOLL_PATH_STAGED);
+    MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    check_all(d, n, (float)g_size, "allreduce on memory of unknown range");
+    CHECK(allreduce_calls(GPUCOLL_PATH_STAGED) == staged + 1,
+          "memory of unknown range: the allreduce was not staged");
+    const uint64_t accelerated = allreduce_calls(GPUCOLL_PATH_ACCELERATED);
+    MPI_Allreduce(MPI_IN_PLACE, ok, 64, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    check_all(ok, 64, (float)g_size, "allreduce next to it");
+    CHECK(allreduce_calls(GPUCOLL_PATH_ACCELERATED) == accelerated + 1,
+          "an ordinary allocation after it was not accelerated");
+    gpucoll_free_device(d);
+    gpucoll_free_device(ok);
+}
+
 static void failure_then_staging(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
@@ -165,6 +194,8 @@ int main(int argc, char** argv) {
     if (strcmp(gpucoll_backend(), "emu") == 0) {
         failure_then_staging();
         failure_then_free();
+        const char* incomplete = getenv("GPUCOLL_EMU_INCOMPLETE_SIZE");
+        if (incomplete != NULL) incomplete_pointer_info_is_staged(strtoul(incomplete, NULL, 10));
     }
     int all = 0;
     MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

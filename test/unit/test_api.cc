@@ -4,6 +4,7 @@
 #include <complex.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -116,6 +117,24 @@ TEST_F(Api, StagingBuffersAreReusedAndGrow) {
     EXPECT_EQ(gpucoll_staging_buffer(GPUCOLL_STAGING_SLOTS, 8, &big), GPUCOLL_ERR_INVALID_ARG);
     gpucoll_staging_release();
     ASSERT_EQ(gpucoll_staging_buffer(0, 16, &p0), 0);
+}
+
+// One GPU per local rank: GPUCOLL_LOCAL_GPU, else the node-local rank,
+// modulo the device count (emu: one device).
+TEST_F(Api, SelectLocalDevice) {
+    EXPECT_EQ(gpucoll_device_count(), 1);
+    ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+    EXPECT_EQ(gpucoll_select_local_device(), 0) << gpucoll_last_error();  // 3 % 1
+    ::setenv("GPUCOLL_LOCAL_GPU", "0", 1);
+    EXPECT_EQ(gpucoll_select_local_device(), 0) << gpucoll_last_error();
+    ::setenv("GPUCOLL_LOCAL_GPU", "1", 1);  // no such device: an error, not a silent choice
+    EXPECT_EQ(gpucoll_select_local_device(), -1);
+    EXPECT_NE(std::strstr(gpucoll_last_error(), "GPUCOLL_LOCAL_GPU=1"), nullptr)
+        << gpucoll_last_error();
+    ::unsetenv("GPUCOLL_LOCAL_GPU");
+    ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    EXPECT_EQ(gpucoll_set_device(0), GPUCOLL_SUCCESS);
+    EXPECT_NE(gpucoll_set_device(1), GPUCOLL_SUCCESS);
 }
 
 TEST_F(Api, CountersRecordPathsAndLastCall) {

@@ -337,6 +337,29 @@ TEST_F(EmuDeviceTest, RejectsStreamsOfOtherBackends) {
     EXPECT_EQ(dev_->memcpy(d.get(), host, 8, &foreign), GPUCOLL_ERR_INVALID_ARG);
 }
 
+// ---- devices -----------------------------------------------------------------------
+
+// Processes with the same GPUCOLL_EMU_GPU share one emulated GPU; different
+// values behave as different GPUs (how tests fake one GPU per rank).
+TEST_F(EmuDeviceTest, GpuIdentityFollowsGpucollEmuGpu) {
+    EXPECT_EQ(dev_->device_count(), 1);
+    int current = -1;
+    ASSERT_DEV_OK(dev_->current_device(&current));
+    EXPECT_EQ(current, 0);
+    EXPECT_NE(dev_->set_current_device(1), GPUCOLL_SUCCESS);
+    gpucoll::GpuIdentity a{}, a2{}, b{};
+    ::unsetenv("GPUCOLL_EMU_GPU");
+    ASSERT_DEV_OK(dev_->gpu_identity(0, &a));
+    ::setenv("GPUCOLL_EMU_GPU", "0", 1);
+    ASSERT_DEV_OK(dev_->gpu_identity(0, &a2));
+    ::setenv("GPUCOLL_EMU_GPU", "5", 1);
+    ASSERT_DEV_OK(dev_->gpu_identity(0, &b));
+    ::unsetenv("GPUCOLL_EMU_GPU");
+    EXPECT_TRUE(a == a2) << "the default is GPU 0";
+    EXPECT_FALSE(a == b);
+    EXPECT_TRUE(dev_->flags_without_compute(0));
+}
+
 // ---- IPC --------------------------------------------------------------------------
 
 using test_io::read_all;

@@ -319,11 +319,26 @@ class CudaDevice final : public Device {
 public:
     explicit CudaDevice(int device_count)
         : device_count_(device_count),
-          max_blocks_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(device_count))) {}
+          max_blocks_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(device_count))),
+          memory_ops_(std::make_unique<std::atomic<int>[]>(static_cast<size_t>(device_count))) {}
 
     Status init() { return driver_.load(); }
 
     const char* name() const override { return "cuda"; }
+
+    int device_count() const override { return device_count_; }
+    Status current_device(int* ordinal) override {
+        return check(cudaGetDevice(ordinal), "cudaGetDevice");
+    }
+    Status set_current_device(int ordinal) override {
+        GPUCOLL_TRY(valid_ordinal(ordinal));
+        return check(cudaSetDevice(ordinal), "cudaSetDevice(%d)", ordinal);
+    }
+    Status gpu_identity(int ordinal, GpuIdentity* out) override {
+        GPUCOLL_TRY(valid_ordinal(ordinal));
+        return driver_.uuid(ordinal, out->bytes);
+    }
+    bool flags_without_compute(int ordinal) override;
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
@@ -351,10 +366,18 @@ private:
     // Blocks that fill the device (all SMs at full occupancy of kReduceBlock
     // threads), queried once per device.
     Status max_blocks(int device, int* out);
+    Status valid_ordinal(int ordinal) const {
+        if (ordinal >= 0 && ordinal < device_count_) return kSuccess;
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda device: device %d outside 0..%d", ordinal,
+                         device_count_ - 1);
+    }
+    // The device holding ptr (device memory), else the current device.
+    Status owning_device(const void* ptr, int* ordinal) const;
 
     DriverApi driver_;
     int device_count_;
     std::unique_ptr<std::atomic<int>[]> max_blocks_;  // 0: not queried yet
+    std::unique_ptr<std::atomic<int>[]> memory_ops_;  // 0: not queried, 1: yes, 2: no
 
     // Allocations of 0 bytes get 1 byte from cudaMalloc but report size 0.
     // Keyed on the buffer id, which CUDA never reuses, so a stale entry (memory
@@ -509,18 +532,42 @@ Status CudaDevice::max_blocks(int device, int* out) {
     return kSuccess;
 }
 
+Status CudaDevice::owning_device(const void* ptr, int* ordinal) const {
+    DriverApi::Attributes a;
+    bool type_known = false;
+    if (driver_.attributes(ptr, &a, &type_known) == kSuccess &&
+        a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0) {
+        *ordinal = a.ordinal;
+        return kSuccess;
+    }
+    return check(cudaGetDevice(ordinal), "cudaGetDevice");
+}
+
+bool CudaDevice::flags_without_compute(int ordinal) {
+    if (valid_ordinal(ordinal) != kSuccess) return false;
+    std::atomic<int>& cached = memory_ops_[static_cast<size_t>(ordinal)];
+    int v = cached.load(std::memory_order_relaxed);
+    if (v == 0) {
+        v = driver_.has_stream_memory_ops(ordinal) ? 1 : 2;
+        cached.store(v, std::memory_order_relaxed);  // racing threads store the same value
+    }
+    return v == 1;
+}
+
 Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                           gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) {
     CudaStream* cuda_stream = nullptr;
     GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
-    ScopedDevice on_device;
+    // Kernels run on their stream's device; without a stream, on the device
+    // that holds the result (one rank per GPU: never "the current device" by
+    // accident).
     int device = -1;
-    if (cuda_stream != nullptr) {
+    if (cuda_stream != nullptr)
         device = cuda_stream->device();
-        GPUCOLL_TRY(on_device.enter(device));  // kernels run only on their stream's device
-    } else {
-        GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
-    }
+    else
+        GPUCOLL_TRY(owning_device(dst, &device));
+    ScopedDevice on_device;
+    GPUCOLL_TRY(on_device.enter(device));
     int blocks = 0;
     GPUCOLL_TRY(max_blocks(device, &blocks));
     if (cuda_stream != nullptr) {
@@ -532,29 +579,45 @@ Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t c
                  count);
 }
 
-// Flags: one-thread kernels on the stream (cuda_flags.cu). Without a stream
-// they run on the legacy default stream and are waited for.
+// Flags: stream memory operations where the device has them (the stream's
+// front end waits; no SM is occupied, so ranks sharing a GPU do not starve
+// each other), else one-thread kernels (cuda_flags.cu). Without a stream they
+// run on the legacy default stream of the flag's device and are waited for.
 Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
     CudaStream* cuda_stream = nullptr;
     GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    int device = -1;
+    if (cuda_stream != nullptr)
+        device = cuda_stream->device();
+    else
+        GPUCOLL_TRY(owning_device(flag, &device));
     ScopedDevice on_device;
-    if (cuda_stream != nullptr) {
-        GPUCOLL_TRY(on_device.enter(cuda_stream->device()));
-        return launch_write_flag(flag, value, cuda_stream->handle());
-    }
-    GPUCOLL_TRY(launch_write_flag(flag, value, cudaStreamLegacy));
+    GPUCOLL_TRY(on_device.enter(device));
+    const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
+    if (flags_without_compute(device))
+        GPUCOLL_TRY(driver_.stream_write(s, flag, value));
+    else
+        GPUCOLL_TRY(launch_write_flag(flag, value, s));
+    if (cuda_stream != nullptr) return kSuccess;
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a flag write");
 }
 
 Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) {
     CudaStream* cuda_stream = nullptr;
     GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    int device = -1;
+    if (cuda_stream != nullptr)
+        device = cuda_stream->device();
+    else
+        GPUCOLL_TRY(current_device(&device));
     ScopedDevice on_device;
-    if (cuda_stream != nullptr) {
-        GPUCOLL_TRY(on_device.enter(cuda_stream->device()));
-        return launch_wait_flag(flag, value, cuda_stream->handle());
-    }
-    GPUCOLL_TRY(launch_wait_flag(flag, value, cudaStreamLegacy));
+    GPUCOLL_TRY(on_device.enter(device));
+    const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
+    if (flags_without_compute(device))
+        GPUCOLL_TRY(driver_.stream_wait(s, flag, value));
+    else
+        GPUCOLL_TRY(launch_wait_flag(flag, value, s));
+    if (cuda_stream != nullptr) return kSuccess;
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a peer's flag");
 }
 

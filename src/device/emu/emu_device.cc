@@ -1,7 +1,11 @@
 #include "device/emu/emu_device.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,11 +39,62 @@ Status submit(EmuStream* stream, EmuStream::Work work) {
 
 }  // namespace
 
-EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {}
+EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
+    if (const char* v = std::getenv("GPUCOLL_EMU_INCOMPLETE_SIZE"))
+        incomplete_size_ = std::strtoull(v, nullptr, 10);
+}
+
+Status EmuDevice::current_device(int* ordinal) {
+    if (ordinal == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu current_device: ordinal is NULL");
+    *ordinal = 0;
+    return kSuccess;
+}
+
+Status EmuDevice::set_current_device(int ordinal) {
+    if (ordinal != 0)
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "emu device: device %d does not exist (the emulated device has one GPU, "
+                         "ordinal 0)",
+                         ordinal);
+    return kSuccess;
+}
+
+Status EmuDevice::gpu_identity(int ordinal, GpuIdentity* out) {
+    GPUCOLL_TRY(set_current_device(ordinal));
+    std::string id;
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::getline(boot, id);
+    const char* gpu = std::getenv("GPUCOLL_EMU_GPU");
+    id += "/emu-gpu-";
+    id += gpu != nullptr ? gpu : "0";
+    // Two 64-bit FNV-1a hashes of the text (different offsets): 16 bytes.
+    uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    for (uint64_t& v : h) {
+        for (unsigned char c : id) {
+            v ^= c;
+            v *= 0x100000001b3ull;
+        }
+    }
+    std::memcpy(out->bytes, h, sizeof out->bytes);
+    return kSuccess;
+}
 
 Status EmuDevice::query(const void* ptr, PointerInfo* info) {
     if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu query: info is NULL");
     memory_->query(ptr, info);
+    if (info->type == GPUCOLL_MEM_DEVICE && incomplete_size_ != 0 &&
+        info->size == incomplete_size_) {
+        // Testing aid: what the cuda backend reports when the driver gives
+        // the memory type but not the allocation (a failed attribute).
+        *info = PointerInfo{};
+        info->type = GPUCOLL_MEM_DEVICE;
+        info->complete = false;
+        set_error(GPUCOLL_ERR_DEVICE,
+                  "emu: allocation of %zu bytes reported without its range "
+                  "(GPUCOLL_EMU_INCOMPLETE_SIZE)",
+                  incomplete_size_);
+    }
     return kSuccess;
 }
 

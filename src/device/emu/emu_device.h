@@ -15,6 +15,15 @@ public:
 
     const char* name() const override { return "emu"; }
 
+    // One emulated GPU per process. Its identity is the machine's boot id and
+    // GPUCOLL_EMU_GPU (default "0"): ranks with different values behave as
+    // ranks on different GPUs (tests of one-rank-per-GPU behaviour).
+    int device_count() const override { return 1; }
+    Status current_device(int* ordinal) override;
+    Status set_current_device(int ordinal) override;
+    Status gpu_identity(int ordinal, GpuIdentity* out) override;
+    bool flags_without_compute(int) override { return true; }  // a worker thread waits
+
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;
     Status alloc_unexportable(void** ptr, size_t bytes) override;
@@ -41,6 +50,10 @@ public:
 private:
     std::shared_ptr<EmuMemory> memory_;
     EmuPinnedHost pinned_host_;
+    // GPUCOLL_EMU_INCOMPLETE_SIZE: allocations of exactly this size query as
+    // device memory of unknown range (PointerInfo::complete false), as the
+    // cuda backend reports a failed driver attribute. 0: off.
+    size_t incomplete_size_ = 0;
 };
 
 }  // namespace gpucoll

@@ -55,6 +55,19 @@ public:
     // *complete: all enqueued work has finished (does not wait). Errors of
     // finished work are reported by synchronize().
     virtual Status query(bool* complete) = 0;
+    // Markers: mark() places one behind the work enqueued so far and returns
+    // its ticket (increasing from 1); reached(t, &done) tells, without
+    // waiting, whether the work before marker t has finished. Tickets are
+    // reached in order. At most kMaxMarks may be pending (not yet seen
+    // reached); mark() waits for the oldest beyond that.
+    static constexpr size_t kMaxMarks = 256;
+    // Work enqueued after this starts after the work the application has
+    // enqueued so far on the device's default stream (CUDA: the legacy
+    // stream, which the streams of this interface, non-blocking, do not
+    // otherwise wait for). Called at the start of every call.
+    virtual Status after_default_stream() = 0;
+    virtual Status mark(uint64_t* ticket) = 0;
+    virtual Status reached(uint64_t ticket, bool* done) = 0;
 };
 
 class Device {

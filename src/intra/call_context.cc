@@ -11,7 +11,8 @@ CallContext::CallContext(NodeComm& c, const gpucoll_call_t& k, uint64_t s)
       size(c.size()),
       device(c.device()),
       elem(reduce::dtype_size(k.dtype)),
-      stream_(c.device_flags() ? c.stream() : nullptr),
+      stream_(c.stream()),
+      device_flags_(c.device_flags() && c.stream() != nullptr),
       pins_(c.pins_) {}
 
 const void** CallContext::sources() { return comm.sources_.data(); }
@@ -61,24 +62,32 @@ Status CallContext::temp(int p, char** out) {
 }
 
 Status CallContext::signal(uint64_t step) {
-    if (stream_ != nullptr)
+    if (device_flags_)
         return device->write_flag(comm.flag(rank), progress_word(seq, step), stream_);
+    if (stream_ != nullptr) return comm.signal_after_stream(progress_word(seq, step));
     comm.segment().slot(rank).progress.store(progress_word(seq, step), std::memory_order_release);
     return kSuccess;
 }
 
 Status CallContext::wait_peer(int peer, uint64_t step) {
-    if (stream_ != nullptr)
-        return device->wait_flag(comm.flag(peer), progress_word(seq, step), stream_);
+    if (device_flags_) return device->wait_flag(comm.flag(peer), progress_word(seq, step), stream_);
     return comm.wait_progress(peer, progress_word(seq, step), true);
 }
 
 Status CallContext::finish() {
-    if (stream_ != nullptr) {
+    if (device_flags_) {
         GPUCOLL_TRY(signal(kStepDone));
         GPUCOLL_TRY(comm.wait_stream());
         // A peer that failed this call released our device waits with its
         // flag: what we computed is not to be trusted.
+        if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
+            return set_error(GPUCOLL_ERR_INTERNAL,
+                             "a peer failed during this gpucoll collective; see its error output");
+    } else if (stream_ != nullptr) {
+        GPUCOLL_TRY(comm.wait_stream());
+        GPUCOLL_TRY(comm.publish_reached());  // everything: the stream is idle
+        // A peer that failed this call may have published steps before its
+        // failure showed: what we read from it is not to be trusted.
         if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");

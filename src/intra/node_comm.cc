@@ -261,7 +261,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
     mine.ok = scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
               device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
               cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
-              (!device_flags_ || device_->create_stream(&stream_) == kSuccess);
+              device_->create_stream(&stream_) == kSuccess;
     std::vector<Exported> all;
     GPUCOLL_TRY(allgather(bs, mine, &all));
     bool ok = true;
@@ -354,9 +354,11 @@ int NodeComm::fail(Status s, uint64_t seq) {
     if (stream_ != nullptr) {
         // Device flags: peers' stream-ordered waits for this call must end,
         // and so must the work still queued on our stream (it may wait on
-        // peers that, in turn, wait on us).
-        device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
+        // peers that, in turn, wait on us). Host flags: the queued work must
+        // end before we return, and steps not yet published never are.
+        if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
         wait_stream();
+        drop_pending_signals();
     }
     log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
         static_cast<unsigned long long>(seq), why.c_str());
@@ -368,11 +370,33 @@ bool NodeComm::aborted() const {
     return segment_.header().abort.load(std::memory_order_acquire) != 0;
 }
 
+Status NodeComm::signal_after_stream(uint64_t word) {
+    uint64_t ticket = 0;
+    GPUCOLL_TRY(stream_->mark(&ticket));
+    pending_signals_.emplace_back(ticket, word);
+    return publish_reached();
+}
+
+Status NodeComm::publish_reached() {
+    uint64_t word = 0;
+    while (!pending_signals_.empty()) {
+        bool done = false;
+        GPUCOLL_TRY(stream_->reached(pending_signals_.front().first, &done));
+        if (!done) break;
+        word = pending_signals_.front().second;
+        pending_signals_.pop_front();
+    }
+    if (word != 0) segment_.slot(rank_).progress.store(word, std::memory_order_release);
+    return kSuccess;
+}
+
 Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
     for (unsigned spins = 0;; ++spins) {
         if (flag.load(std::memory_order_acquire) >= word) return kSuccess;
+        // Peers may be waiting for our steps while we wait for theirs.
+        if (!pending_signals_.empty()) GPUCOLL_TRY(publish_reached());
         if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error "
@@ -541,6 +565,10 @@ int NodeComm::run(const gpucoll_call_t& call) {
     for (int p = 0; p < size_; ++p)
         if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
 
+    // The application's work on the default stream (its last writes to our
+    // buffers) comes first.
+    if (stream_ != nullptr && (s = stream_->after_default_stream()) != kSuccess)
+        return fail(s, seq);
     if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s, seq);
     if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
     last_accelerated_ = seq;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
@@ -86,7 +87,11 @@ public:
     uint64_t rounds = 0;
 
 private:
-    Stream* const stream_;  // device flags: all device work of the call; else nullptr
+    // All device work of the call is enqueued here (nullptr: synchronous).
+    // Device flags: the flags too. Host flags: a step is published on the
+    // host once the work enqueued before its signal has finished.
+    Stream* const stream_;
+    const bool device_flags_;
     Status resolve(int p, int which, char** out);
     std::vector<std::shared_ptr<IpcMapping>>& pins_;  // the communicator's, cleared per call
 };
@@ -133,6 +138,14 @@ public:
     Stream* stream() const { return stream_.get(); }
     // Waits for the stream's work, calling the progress function meanwhile.
     Status wait_stream();
+    // Host flags with a stream: publishes progress word once the work
+    // enqueued so far has finished (a marker behind it; checked while this
+    // rank waits for its peers, and at the end of the call).
+    Status signal_after_stream(uint64_t word);
+    // Publishes the progress of every marker reached so far.
+    Status publish_reached();
+    // Drops what was not published (after a failure).
+    void drop_pending_signals() { pending_signals_.clear(); }
     static constexpr size_t kFlagBytes = 256;
 
     DeviceBuffer& temp() { return temp_; }      // posted when an algorithm needs it
@@ -208,6 +221,7 @@ private:
     // Device flags only. Declared last: destroyed first, before the buffers
     // and mappings its queued work may use.
     std::unique_ptr<Stream> stream_;
+    std::deque<std::pair<uint64_t, uint64_t>> pending_signals_;  // (marker ticket, progress word)
     bool device_flags_ = false;
     bool gpu_shared_ = false;
 };

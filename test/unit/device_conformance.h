@@ -366,6 +366,37 @@ TEST_P(DeviceConformance, StreamRunsWorkInOrder) {
     EXPECT_DEV_OK(stream->synchronize());  // nothing pending: still fine
 }
 
+// Markers: tickets increase, are reached in order once the work before them
+// has finished, and stay bounded (more than kMaxMarks pending is fine).
+TEST_P(DeviceConformance, StreamMarkersAreReachedInOrder) {
+    constexpr size_t kBytes = 1 << 20;
+    std::unique_ptr<gpucoll::Stream> stream;
+    ASSERT_DEV_OK(dev_->create_stream(&stream));
+    ASSERT_DEV_OK(stream->after_default_stream());
+    conformance::DeviceMemory a(dev_.get(), kBytes), b(dev_.get(), kBytes);
+    ASSERT_DEV_OK(a.status());
+    ASSERT_DEV_OK(b.status());
+    std::vector<uint64_t> tickets;
+    for (size_t i = 0; i < gpucoll::Stream::kMaxMarks + 40; ++i) {
+        ASSERT_DEV_OK(dev_->memcpy(b.get(), a.get(), kBytes, stream.get()));
+        uint64_t t = 0;
+        ASSERT_DEV_OK(stream->mark(&t));
+        if (!tickets.empty()) {
+            EXPECT_GT(t, tickets.back());
+        }
+        tickets.push_back(t);
+    }
+    // Reached in order: once a later ticket is reached, every earlier one is.
+    bool last_done = false;
+    while (!last_done) ASSERT_DEV_OK(stream->reached(tickets.back(), &last_done));
+    for (uint64_t t : tickets) {
+        bool done = false;
+        ASSERT_DEV_OK(stream->reached(t, &done));
+        EXPECT_TRUE(done) << "ticket " << t;
+    }
+    ASSERT_DEV_OK(stream->synchronize());
+}
+
 TEST_P(DeviceConformance, IndependentStreamsEachSynchronize) {
     constexpr size_t kBytes = 1u << 20;
     std::unique_ptr<gpucoll::Stream> s1, s2;

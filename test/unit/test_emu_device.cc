@@ -322,6 +322,33 @@ TEST(EmuStream, DestructorFinishesQueuedWork) {
     EXPECT_TRUE(done);
 }
 
+// Like a CUDA event behind a failed kernel: a marker behind failed work is
+// never reached, and reached() reports the failure (host flags then never
+// publish a step whose data is wrong).
+TEST_F(EmuDeviceTest, MarkerBehindFailedWorkIsNeverReached) {
+    std::unique_ptr<gpucoll::Stream> stream;
+    ASSERT_DEV_OK(dev_->create_stream(&stream));
+    DeviceMemory big(dev_.get(), 4096);
+    ASSERT_DEV_OK(big.status());
+    // Work that fails when it runs (as a kernel fault would).
+    static_cast<gpucoll::EmuStream*>(stream.get())->enqueue(
+        [] { return gpucoll::set_error(GPUCOLL_ERR_DEVICE, "injected failure"); });
+    uint64_t t = 0;
+    ASSERT_DEV_OK(stream->mark(&t));
+    bool complete = false;
+    while (!complete) ASSERT_DEV_OK(stream->query(&complete));
+    bool done = true;
+    EXPECT_NE(stream->reached(t, &done), GPUCOLL_SUCCESS);
+    EXPECT_FALSE(done);
+    EXPECT_NE(stream->synchronize(), GPUCOLL_SUCCESS);  // the copy's error, once
+    // After synchronize() reported it, the stream works again.
+    ASSERT_DEV_OK(dev_->memcpy(big.get(), big.get() + 2048, 1024, stream.get()));
+    ASSERT_DEV_OK(stream->mark(&t));
+    ASSERT_DEV_OK(stream->synchronize());
+    ASSERT_DEV_OK(stream->reached(t, &done));
+    EXPECT_TRUE(done);
+}
+
 TEST_F(EmuDeviceTest, RejectsStreamsOfOtherBackends) {
     class ForeignStream : public gpucoll::Stream {
     public:
@@ -330,6 +357,15 @@ TEST_F(EmuDeviceTest, RejectsStreamsOfOtherBackends) {
             *complete = true;
             return gpucoll::kSuccess;
         }
+        gpucoll::Status mark(uint64_t* ticket) override {
+            *ticket = 1;
+            return gpucoll::kSuccess;
+        }
+        gpucoll::Status reached(uint64_t, bool* done) override {
+            *done = true;
+            return gpucoll::kSuccess;
+        }
+        gpucoll::Status after_default_stream() override { return gpucoll::kSuccess; }
     } foreign;
     DeviceMemory d(dev_.get(), 8);
     ASSERT_DEV_OK(d.status());

@@ -23,11 +23,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_flags.h"
@@ -212,8 +215,56 @@ public:
     CudaStream& operator=(const CudaStream&) = delete;
     // Work still queued completes; the stream's resources go when it has.
     ~CudaStream() override {
+        for (const auto& m : pending_) (void)cudaEventDestroy(m.second);
+        for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+        if (default_done_ != nullptr) (void)cudaEventDestroy(default_done_);
         (void)cudaStreamDestroy(stream_);
         (void)cudaGetLastError();
+    }
+
+    // Markers are events recorded on the stream, reused once reached.
+    Status mark(uint64_t* ticket) override {
+        ScopedDevice on_device;
+        GPUCOLL_TRY(on_device.enter(device_));
+        while (pending_.size() >= kMaxMarks) {  // bounded: wait for the oldest
+            GPUCOLL_TRY(check(cudaEventSynchronize(pending_.front().second),
+                              "cudaEventSynchronize (device %d)", device_));
+            GPUCOLL_TRY(collect());
+        }
+        cudaEvent_t e = nullptr;
+        if (!free_events_.empty()) {
+            e = free_events_.back();
+            free_events_.pop_back();
+        } else {
+            GPUCOLL_TRY(check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                              "cudaEventCreateWithFlags (device %d)", device_));
+        }
+        const cudaError_t r = cudaEventRecord(e, stream_);
+        if (r != cudaSuccess) {
+            free_events_.push_back(e);
+            return check(r, "cudaEventRecord (device %d)", device_);
+        }
+        pending_.emplace_back(next_ticket_, e);
+        *ticket = next_ticket_++;
+        return kSuccess;
+    }
+
+    Status after_default_stream() override {
+        ScopedDevice on_device;
+        GPUCOLL_TRY(on_device.enter(device_));
+        if (default_done_ == nullptr)
+            GPUCOLL_TRY(check(cudaEventCreateWithFlags(&default_done_, cudaEventDisableTiming),
+                              "cudaEventCreateWithFlags (device %d)", device_));
+        GPUCOLL_TRY(check(cudaEventRecord(default_done_, cudaStreamLegacy),
+                          "cudaEventRecord on the default stream (device %d)", device_));
+        return check(cudaStreamWaitEvent(stream_, default_done_, 0),
+                     "cudaStreamWaitEvent (device %d)", device_);
+    }
+
+    Status reached(uint64_t ticket, bool* done) override {
+        GPUCOLL_TRY(collect());
+        *done = reached_ >= ticket;
+        return kSuccess;
     }
 
     Status synchronize() override {
@@ -231,8 +282,29 @@ public:
     int device() const { return device_; }
 
 private:
+    // Moves reached markers from pending_ to free_events_.
+    Status collect() {
+        while (!pending_.empty()) {
+            const cudaError_t r = cudaEventQuery(pending_.front().second);
+            if (r == cudaErrorNotReady) {
+                (void)cudaGetLastError();
+                break;
+            }
+            GPUCOLL_TRY(check(r, "cudaEventQuery (device %d)", device_));
+            reached_ = pending_.front().first;
+            free_events_.push_back(pending_.front().second);
+            pending_.pop_front();
+        }
+        return kSuccess;
+    }
+
     cudaStream_t stream_;
     int device_;
+    uint64_t next_ticket_ = 1;
+    uint64_t reached_ = 0;
+    std::deque<std::pair<uint64_t, cudaEvent_t>> pending_;
+    std::vector<cudaEvent_t> free_events_;
+    cudaEvent_t default_done_ = nullptr;  // after_default_stream()
 };
 
 // The CudaStream behind stream (nullptr: synchronous work); INVALID_ARG if the

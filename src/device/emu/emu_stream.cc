@@ -45,6 +45,7 @@ void EmuStream::run(Work& work) {
         first_error_ = s;
         first_error_message_ = last_error();
     }
+    failed_.store(true, std::memory_order_release);
 }
 
 void EmuStream::worker_loop() {
@@ -69,10 +70,32 @@ Status EmuStream::query(bool* complete) {
     return kSuccess;
 }
 
+Status EmuStream::mark(uint64_t* ticket) {
+    while (next_ticket_ - reached_ticket_.load(std::memory_order_acquire) > kMaxMarks)
+        std::this_thread::yield();  // bounded like the cuda backend's events
+    const uint64_t t = next_ticket_++;
+    enqueue([this, t] {
+        // Like a CUDA event behind failed work: never reached.
+        if (!failed_.load(std::memory_order_acquire))
+            reached_ticket_.store(t, std::memory_order_release);
+        return kSuccess;
+    });
+    *ticket = t;
+    return kSuccess;
+}
+
+Status EmuStream::reached(uint64_t ticket, bool* done) {
+    *done = reached_ticket_.load(std::memory_order_acquire) >= ticket;
+    if (*done || !failed_.load(std::memory_order_acquire)) return kSuccess;
+    std::lock_guard lock(mutex_);
+    return set_error(first_error_, "%s", first_error_message_.c_str());
+}
+
 Status EmuStream::synchronize() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
     const Status s = std::exchange(first_error_, kSuccess);
+    failed_.store(false, std::memory_order_release);
     if (s != kSuccess) set_error(s, "%s", first_error_message_.c_str());
     first_error_message_.clear();
     return s;

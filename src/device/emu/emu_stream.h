@@ -5,7 +5,9 @@
 // GPUCOLL_EMU_INLINE_STREAMS=1 runs work inline at enqueue time (debug aid).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -32,6 +34,12 @@ public:
     // synchronize (and sets its message on the calling thread).
     Status synchronize() override;
     Status query(bool* complete) override;
+    // A marker is a work item that records its ticket when it runs.
+    Status mark(uint64_t* ticket) override;
+    Status reached(uint64_t ticket, bool* done) override;
+    // Emu copies and reductions without a stream are synchronous: nothing
+    // can be pending on a default stream.
+    Status after_default_stream() override { return kSuccess; }
 
     bool runs_inline() const { return run_inline_; }
 
@@ -51,6 +59,9 @@ private:
     bool stopping_ = false;
     Status first_error_ = kSuccess;
     std::string first_error_message_;
+    uint64_t next_ticket_ = 1;                 // enqueueing thread only
+    std::atomic<uint64_t> reached_ticket_{0};  // written by the worker
+    std::atomic<bool> failed_{false};          // work failed since the last synchronize
     std::thread worker_;
 };
 

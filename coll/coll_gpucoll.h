@@ -69,7 +69,8 @@ typedef struct mca_coll_gpucoll_component_t {
     /* accelerated path: forced algorithm per collective (gpucoll_algorithm_t) */
     int algorithm[GPUCOLL_COLL_COUNT];
     bool uniform_memory;
-    int device_flags; /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
+    int device_flags;  /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
+    int host_pipeline; /* -1 auto, 0 off, 1 on */
     size_t one_shot_max;
     size_t chain_min;
     size_t chunk_size;

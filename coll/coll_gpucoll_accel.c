@@ -109,6 +109,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     m->uniform_memory = c->uniform_memory || gpucoll_info_asserts_uniform(comm);
     config.uniform_memory = m->uniform_memory;
     config.device_flags = c->device_flags;
+    config.host_pipeline = c->host_pipeline;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),

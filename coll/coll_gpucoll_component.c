@@ -36,6 +36,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
     .device_flags = GPUCOLL_FLAGS_AUTO,
+    .host_pipeline = -1,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -60,6 +61,13 @@ static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
     {GPUCOLL_ALGO_ONE_SHOT, "one_shot"}, {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
     {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
     {GPUCOLL_ALGO_CHAIN, "chain"},       {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_auto_off_on_values[] = {
+    {-1, "auto"},
+    {0, "off"},
+    {1, "on"},
+    {0, NULL},
 };
 
 static const mca_base_var_enum_value_t gpucoll_flags_values[] = {
@@ -138,6 +146,13 @@ static const gpucoll_param_t gpucoll_params[] = {
      "communicator has a GPU of its own, host when ranks share one).",
      MCA_BASE_VAR_TYPE_INT, gpucoll_flags_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.device_flags},
+    {"host_pipeline",
+     "With host flags: enqueue a call's copies and reductions on a stream and publish each step "
+     "when the work before it has finished (on), or issue and wait for each in turn (off). "
+     "auto: on for cuda; off for emu, whose worker threads compete with the polling ranks for "
+     "the CPU (measured slower there).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_auto_off_on_values, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.host_pipeline},
     {"allreduce_one_shot_max",
      "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
      "two one-shot scratch slots per rank and communicator (device memory). 0: the backend's "

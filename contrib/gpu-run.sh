@@ -14,7 +14,13 @@
 #   bench-all        bcast, allgather, reduce_scatter_block, reduce, np 4
 #   bench-kernel     reduction kernel bandwidth against device-to-device copies
 #   osu              OSU Micro-Benchmarks (built by gpu-prepare.sh into .gpu/osu)
-#                    -d cuda with validation, gpucoll on and off
+#                    -d cuda with validation, gpucoll's choice and all staged
+#
+# Durations: info + unit + mpi took 32 s on an H100 (2026-11-22);
+# bench-allreduce (np 2 and 4, 3 repeats) 280 s; bench-all is estimated from
+# that at ~4 min (4 collectives per run, 2 repeats); osu at ~4 min (16 runs,
+# each capped at 100 s); bench-kernel under a minute. A step that runs past
+# GPUCOLL_STEP_TIMEOUT is cut and reported.
 #   all              every step above, in that order
 #   mps-on, mps-off  start / stop the MPS daemon for the steps that follow
 #                    (ranks sharing the GPU then run concurrently instead of
@@ -108,7 +114,7 @@ step_bench_all() {
     local np rc=0
     for np in ${GPUCOLL_BENCH_NP:-4}; do
         contrib/bench.sh -q -b "$B" -d cuda -n "$np" -c bcast,allgather,reduce_scatter_block,reduce \
-            -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-3}" -T 0.3 \
+            -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-2}" -T 0.3 \
             -a "${GPUCOLL_BENCH_ALGS:-staged,auto}" -x "${GPUCOLL_BENCH_MPIRUN_ARGS:-}" || rc=1
     done
     return $rc
@@ -127,12 +133,19 @@ step_osu() {
         echo "no OSU build in .gpu/osu (gpu-prepare.sh builds it when its source is given)"
         return 1
     }
+    # gpucoll's choice against every collective staged through host memory
+    # (what a non-CUDA-aware Open MPI would need; without gpucoll, Debian's
+    # Open MPI segfaults on device buffers).
+    local staged=() c
+    for c in allreduce bcast allgather reduce_scatter reduce_scatter_block reduce; do
+        staged+=(--mca "coll_gpucoll_${c}_algorithm" staged)
+    done
     for t in osu_allreduce osu_bcast osu_allgather osu_reduce_scatter; do
         for np in 2 4; do
-            for comp in on off; do
+            for how in auto staged; do
                 local mca=(--mca coll_gpucoll_device cuda)
-                [ $comp = off ] && mca=(--mca coll ^gpucoll)
-                echo "== $t np $np gpucoll $comp"
+                [ $how = staged ] && mca+=("${staged[@]}")
+                echo "== $t np $np gpucoll $how"
                 timeout 100 mpirun -np "$np" --oversubscribe "${mca[@]}" \
                     "$osu/$t" -d cuda -c -m 8:67108864 -i 50 -x 5 2>&1 | tail -n 30 || rc=1
             done

@@ -278,6 +278,12 @@ typedef struct gpucoll_comm_config {
     void (*log)(int level, const char* message); /* where verbose output goes (NULL: stderr) */
     /* Where the steps inside a call synchronise (GPUCOLL_FLAGS_*). */
     int device_flags;
+    /* Host flags only: enqueue a call's copies and reductions on a stream and
+     * publish each step when the work before it has finished (1), or issue
+     * and wait for each one in turn (0); -1 (default): the backend's choice
+     * (cuda pipelines; emu, whose "device" is the CPU the ranks poll on,
+     * does not). */
+    int host_pipeline;
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.
      * Without it a peer blocked in a send that needs our progress would hang. */

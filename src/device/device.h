@@ -88,6 +88,10 @@ public:
     // occupying the device's compute units (CUDA: stream memory operations),
     // so that processes sharing the GPU do not starve each other.
     virtual bool flags_without_compute(int ordinal) = 0;
+    // Whether enqueueing work and checking markers beats issuing each copy
+    // and reduction synchronously (a real GPU: yes; the emulated one, whose
+    // worker threads compete with the polling ranks for the CPU: no).
+    virtual bool prefers_async_work() const = 0;
 
     // --- memory ------------------------------------------------------------
     // What ptr points to. Never creates a device context or changes the

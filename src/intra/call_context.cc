@@ -11,7 +11,7 @@ CallContext::CallContext(NodeComm& c, const gpucoll_call_t& k, uint64_t s)
       size(c.size()),
       device(c.device()),
       elem(reduce::dtype_size(k.dtype)),
-      stream_(c.stream()),
+      stream_(c.pipelined() ? c.stream() : nullptr),
       device_flags_(c.device_flags() && c.stream() != nullptr),
       pins_(c.pins_) {}
 

@@ -60,7 +60,7 @@ namespace {
 // (MCA parameters are per process: nothing else checks that they agree).
 struct Settings {
     int32_t algorithm[GPUCOLL_COLL_COUNT];
-    int32_t uniform_memory, device_flags;
+    int32_t uniform_memory, device_flags, host_pipeline;
     uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes;
     bool operator==(const Settings&) const = default;
 };
@@ -70,6 +70,7 @@ Settings settings_of(const gpucoll_comm_config_t& c) {
     for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) s.algorithm[i] = c.algorithm[i];
     s.uniform_memory = c.uniform_memory;
     s.device_flags = c.device_flags;
+    s.host_pipeline = c.host_pipeline;
     s.one_shot_max_bytes = c.one_shot_max_bytes;
     s.chain_min_bytes = c.chain_min_bytes;
     s.chunk_bytes = c.chunk_bytes;
@@ -198,6 +199,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     const FlagsChoice flags = choose_flags(config.device_flags, all);
     comm->device_flags_ = flags.device_flags;
     comm->gpu_shared_ = flags.gpu_shared;
+    comm->pipelined_ = flags.device_flags || config.host_pipeline == 1 ||
+                       (config.host_pipeline < 0 && comm->device_->prefers_async_work());
     if (flags.fell_back)
         comm->log(1,
                   "coll_gpucoll_flags device: ranks share a GPU without stream memory operations "

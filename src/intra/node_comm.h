@@ -136,6 +136,9 @@ public:
     // Ranks of this communicator that share their GPU with another rank.
     bool gpu_shared() const { return gpu_shared_; }
     Stream* stream() const { return stream_.get(); }
+    // Device work of a call goes to stream() (device flags, or pipelined
+    // host flags) rather than being issued and waited for one by one.
+    bool pipelined() const { return pipelined_; }
     // Waits for the stream's work, calling the progress function meanwhile.
     Status wait_stream();
     // Host flags with a stream: publishes progress word once the work
@@ -224,6 +227,7 @@ private:
     std::deque<std::pair<uint64_t, uint64_t>> pending_signals_;  // (marker ticket, progress word)
     bool device_flags_ = false;
     bool gpu_shared_ = false;
+    bool pipelined_ = false;
 };
 
 }  // namespace gpucoll::intra

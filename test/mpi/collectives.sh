@@ -13,7 +13,9 @@
 #  5. device-side flags (coll_gpucoll_flags device), default and forced
 #     algorithms (2 and 3 ranks);
 #  6. coll_gpucoll_flags auto (the default): host flags where ranks share a
-#     GPU, device flags with one (emulated) GPU per rank (GPUCOLL_EMU_GPU).
+#     GPU, device flags with one (emulated) GPU per rank (GPUCOLL_EMU_GPU);
+#  7. host flags pipelined on a stream (coll_gpucoll_host_pipeline on; the
+#     cuda default, off by default on emu), default and forced algorithms.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -77,4 +79,13 @@ if [ "$TEST_DEVICE" = emu ]; then
     n=$(grep -c 'device flags (one GPU per rank)' "$MPI_OUT" || true)
     [ "$n" -ge 3 ] || { echo "FAIL: one GPU per rank: 'device flags' in $n of 3 ranks"; exit 1; }
 fi
+echo "== 7. host flags pipelined on a stream"
+for np in 2 4; do
+    run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags host \
+        --mca coll_gpucoll_host_pipeline on -- "$prog" --expect accelerated
+done
+# shellcheck disable=SC2046
+run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags host \
+    --mca coll_gpucoll_host_pipeline on --mca coll_gpucoll_chunk_size 4096 \
+    $(mca_all two_shot chain ring ring ring direct) -- "$prog" --expect accelerated
 echo "PASS: test_collectives"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # ompi_info.sh - ompi_info finds the component (once) and lists its
-# parameters priority, device and verbose, each with help text; the default
+# parameters priority, device, verbose, flags, host_pipeline, chunk_size and
+# ipc_cache_size, each with help text; the default
 # priority is above tuned's (30) so that gpucoll wins on every communicator.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -24,7 +25,7 @@ timeout 60 "$OMPI_INFO" --param coll gpucoll --level 9 --parsable >"$out" 2>&1 |
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
 grep -q '^mca:coll:gpucoll:version:"component:' "$out" || fail "no component version line"
-for p in priority device verbose; do
+for p in priority device verbose flags host_pipeline chunk_size ipc_cache_size; do
     key="mca:coll:gpucoll:param:coll_gpucoll_$p"
     grep -q "^$key:value:" "$out" || fail "parameter coll_gpucoll_$p is not listed"
     help=$(sed -n "s/^$key:help://p" "$out")
@@ -41,7 +42,7 @@ echo "+ $OMPI_INFO --param coll gpucoll --level 9 (human-readable)"
 timeout 60 "$OMPI_INFO" --param coll gpucoll --level 9 >"$out" 2>&1 ||
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
-for p in priority device verbose; do
+for p in priority device verbose flags host_pipeline chunk_size ipc_cache_size; do
     grep -q "parameter \"coll_gpucoll_$p\"" "$out" || fail "coll_gpucoll_$p missing"
 done
 echo "PASS: ompi_info lists coll/gpucoll and its parameters"

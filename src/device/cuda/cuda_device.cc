@@ -411,6 +411,7 @@ public:
         return driver_.uuid(ordinal, out->bytes);
     }
     bool flags_without_compute(int ordinal) override;
+    bool prefers_async_work() const override { return true; }
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;

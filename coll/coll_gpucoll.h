@@ -75,6 +75,7 @@ typedef struct mca_coll_gpucoll_component_t {
     size_t chain_min;
     size_t chunk_size;
     int ipc_cache_size;
+    size_t ipc_cache_bytes; /* 0: the backend's default */
 
     /* state */
     int output;         /* opal_output stream, verbosity = verbose */

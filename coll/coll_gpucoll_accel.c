@@ -103,6 +103,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.chain_min_bytes = c->chain_min;
     config.chunk_bytes = c->chunk_size;
     config.ipc_cache_entries = c->ipc_cache_size > 0 ? (size_t)c->ipc_cache_size : 1;
+    config.ipc_cache_bytes = c->ipc_cache_bytes;
     config.verbose = c->verbose;
     config.log = gpucoll_core_log;
     config.progress = gpucoll_core_progress;

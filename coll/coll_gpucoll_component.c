@@ -41,6 +41,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
     .ipc_cache_size = 128,
+    .ipc_cache_bytes = 0,
     .output = -1,
     .backend_ready = false,
 };
@@ -171,6 +172,14 @@ static const gpucoll_param_t gpucoll_params[] = {
      "first). Mapping is expensive; each cached mapping keeps the peer's memory alive.",
      MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.ipc_cache_size},
+    {"ipc_cache_bytes",
+     "Most bytes of peers' allocations a process keeps mapped through IPC (least recently "
+     "used go first; an allocation larger than this is mapped for its call only). A cached "
+     "mapping keeps the peer's memory alive after the peer frees it, so this bounds the memory "
+     "freed buffers can hold. 0: the backend's default (emu 1 GiB, cuda 1/8 of the GPU's "
+     "memory).",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.ipc_cache_bytes},
 };
 
 static int gpucoll_register(void) {

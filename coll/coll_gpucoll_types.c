@@ -3,10 +3,16 @@
  *
  * By handle comparison only (ompi/op/op.h does not compile from Debian's
  * headers, and numeric datatype ids differ between Open MPI versions).
- * C integer types map by their size on this platform. Anything not listed
- * (derived datatypes, MPI_CHAR, Fortran types, pair types, user-defined ops,
- * MAXLOC/MINLOC/REPLACE/NO_OP) has no device equivalent: the caller stages.
+ * C integer types map by their size on this platform. MPI_CHAR is reduced
+ * as the platform's char (signed on x86-64: int8) with wrap-around, as C's
+ * two's-complement arithmetic gives; Open MPI 4.1's own op (op/avx)
+ * saturates instead (open-mpi/ompi#8045), so only overflowing sums differ.
+ * Anything not listed (derived datatypes, Fortran types, pair types,
+ * user-defined ops, MAXLOC/MINLOC/REPLACE/NO_OP) has no device equivalent:
+ * the caller stages.
  */
+#include <limits.h>
+
 #include "coll_gpucoll.h"
 
 #define GPUCOLL_SIGNED(T)             \
@@ -53,6 +59,7 @@ static const gpucoll_dtype_entry_t gpucoll_dtypes[] = {
     {MPI_UINT16_T, GPUCOLL_UINT16},
     {MPI_UINT32_T, GPUCOLL_UINT32},
     {MPI_UINT64_T, GPUCOLL_UINT64},
+    {MPI_CHAR, CHAR_MIN < 0 ? GPUCOLL_INT8 : GPUCOLL_UINT8}, /* OSU's default datatype */
     {MPI_SIGNED_CHAR, GPUCOLL_INT8},
     {MPI_UNSIGNED_CHAR, GPUCOLL_UINT8},
     {MPI_SHORT, GPUCOLL_SIGNED(short)},

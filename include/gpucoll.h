@@ -274,6 +274,8 @@ typedef struct gpucoll_comm_config {
     size_t chain_min_bytes;    /* bcast: pipelined chain from this size */
     size_t chunk_bytes;        /* pipeline chunk of chain and ring steps */
     size_t ipc_cache_entries;  /* bound of the per-process IPC mapping cache */
+    size_t ipc_cache_bytes;    /* bytes of peers' allocations it keeps mapped (0: the
+                                  backend's default: emu 1 GiB, cuda 1/8 of the GPU) */
     int verbose;               /* 0 silent; 1 selection per communicator; 10 per call */
     void (*log)(int level, const char* message); /* where verbose output goes (NULL: stderr) */
     /* Where the steps inside a call synchronise (GPUCOLL_FLAGS_*). */

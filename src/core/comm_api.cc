@@ -20,6 +20,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->chain_min_bytes = size_t{8} << 20;
     config->chunk_bytes = size_t{1} << 20;
     config->ipc_cache_entries = 128;
+    config->ipc_cache_bytes = 0;
     config->device_flags = GPUCOLL_FLAGS_AUTO;
     config->host_pipeline = -1;
     config->verbose = 0;

@@ -92,6 +92,9 @@ public:
     // and reduction synchronously (a real GPU: yes; the emulated one, whose
     // worker threads compete with the polling ranks for the CPU: no).
     virtual bool prefers_async_work() const = 0;
+    // Default bound of the bytes of peers' allocations kept mapped (IPC
+    // cache): a small fraction of the device's memory.
+    virtual size_t ipc_cache_default_bytes() = 0;
 
     // --- memory ------------------------------------------------------------
     // What ptr points to. Never creates a device context or changes the

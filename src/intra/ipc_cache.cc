@@ -60,7 +60,15 @@ Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, 
     if (it == imports_.end()) {
         std::unique_ptr<IpcMapping> mapping;
         GPUCOLL_TRY(import_locked(device, owner_pid, desc, &mapping));
-        evict_locked();
+        const size_t size = mapping->size();
+        if (capacity_bytes_ != 0 && size > capacity_bytes_) {
+            // Larger than the whole bound: for this call only.
+            *pin = std::shared_ptr<IpcMapping>(std::move(mapping));
+            *out = static_cast<char*>((*pin)->address()) + desc.offset;
+            return kSuccess;
+        }
+        evict_locked(size);
+        bytes_ += size;
         lru_.push_front(key);
         const uint64_t end = desc.base + std::max<uint64_t>(desc.size, 1);
         it = imports_
@@ -119,14 +127,16 @@ void IpcCache::forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t 
 }
 
 void IpcCache::erase_locked(std::map<Key, Import>::iterator it) {
+    bytes_ -= std::min(bytes_, it->second.mapping->size());
     auto b = by_base_.find({it->first.first, it->second.base});
     if (b != by_base_.end() && b->second == it->first.second) by_base_.erase(b);
     lru_.erase(it->second.lru);
     imports_.erase(it);
 }
 
-void IpcCache::evict_locked() {
-    while (!lru_.empty() && imports_.size() >= capacity_) {
+void IpcCache::evict_locked(size_t incoming) {
+    while (!lru_.empty() && (imports_.size() >= capacity_ ||
+                             (capacity_bytes_ != 0 && bytes_ + incoming > capacity_bytes_))) {
         auto it = imports_.find(lru_.back());
         if (it == imports_.end()) {
             lru_.pop_back();
@@ -141,11 +151,22 @@ void IpcCache::reserve_capacity(size_t entries) {
     capacity_ = std::max(capacity_, entries);
 }
 
+void IpcCache::reserve_bytes(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_bytes_ = std::max(capacity_bytes_, bytes);
+}
+
+size_t IpcCache::mapped_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes_;
+}
+
 void IpcCache::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     imports_.clear();
     lru_.clear();
     by_base_.clear();
+    bytes_ = 0;
     exports_.clear();
     unexportable_.clear();
     export_order_.clear();

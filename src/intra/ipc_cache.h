@@ -44,6 +44,11 @@ public:
     // Raises the capacity to at least entries (communicators of different
     // sizes share the cache: the largest need wins).
     void reserve_capacity(size_t entries);
+    // Bounds the bytes of peers' allocations kept mapped (the largest bound
+    // asked for wins). A single allocation larger than the bound is mapped
+    // for the call that needs it only, never cached.
+    void reserve_bytes(size_t bytes);
+    size_t mapped_bytes() const;
     void clear();
 
 private:
@@ -54,7 +59,8 @@ private:
         uint64_t base;  // the owner's address range of the allocation
         uint64_t end;
     };
-    void evict_locked();
+    // Makes room for an entry of incoming bytes.
+    void evict_locked(size_t incoming);
     void erase_locked(std::map<Key, Import>::iterator it);
     // Closes the cached mappings of owner_pid overlapping [base, end) in the
     // owner's address space, except buffer keep_id.
@@ -64,6 +70,8 @@ private:
 
     mutable std::mutex mutex_;
     size_t capacity_;
+    size_t capacity_bytes_ = 0;  // 0 until a communicator sets it: no byte bound
+    size_t bytes_ = 0;           // sum of the cached mappings' sizes
     std::map<Key, Import> imports_;
     std::list<Key> lru_;                                    // front: most recently used
     std::map<std::pair<int, uint64_t>, uint64_t> by_base_;  // (pid, owner base) -> buffer id

@@ -229,6 +229,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
 
 Status NodeComm::setup(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config) {
     cache_->reserve_capacity(std::max<size_t>(config.ipc_cache_entries, 4 * size_t(size_)));
+    cache_->reserve_bytes(config.ipc_cache_bytes != 0 ? config.ipc_cache_bytes
+                                                      : device_->ipc_cache_default_bytes());
     Status s = setup_segment(bs);
     if (s != kSuccess) return s;
     return setup_scratch(bs);

@@ -29,6 +29,7 @@
 
 #include <complex.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -663,7 +664,8 @@ static inline const tu_type_t* tu_types(int* n) {
             TU_TYPE(cldouble, MPI_C_LONG_DOUBLE_COMPLEX, long double _Complex, TU_CLS_COMPLEX),
             TU_TYPE(bool, MPI_C_BOOL, _Bool, TU_CLS_BOOL),
             TU_TYPE(byte, MPI_BYTE, unsigned char, TU_CLS_BYTE),
-            TU_TYPE(char, MPI_CHAR, char, TU_CLS_MOVE),
+            /* reduced as the platform's char (x86-64: signed) */
+            TU_TYPE(char, MPI_CHAR, char, CHAR_MIN < 0 ? TU_CLS_SINT : TU_CLS_UINT),
             TU_TYPE(2int, MPI_2INT, tu_pair_2int_t, TU_CLS_PAIR),
             TU_TYPE(float_int, MPI_FLOAT_INT, tu_pair_float_int_t, TU_CLS_PAIR),
             TU_TYPE(double_int, MPI_DOUBLE_INT, tu_pair_double_int_t, TU_CLS_PAIR),

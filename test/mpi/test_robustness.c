@@ -11,7 +11,9 @@
  *     wait for the rank that failed;
  *  5. device memory whose allocation the backend cannot determine (a failed
  *     driver attribute; emu: GPUCOLL_EMU_INCOMPLETE_SIZE) is staged: never
- *     accelerated, never handed to Open MPI as host memory.
+ *     accelerated, never handed to Open MPI as host memory;
+ *  6. MPI_CHAR (OSU's default datatype) is accelerated, and its sums wrap
+ *     around as C's char arithmetic does (Open MPI's op/avx saturates).
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
@@ -124,6 +126,32 @@ static void incomplete_pointer_info_is_staged(size_t bytes) {
     gpucoll_free_device(ok);
 }
 
+static void char_sums_wrap_around(void) {
+    enum { N = 1000 };
+    char h[N];
+    for (int i = 0; i < N; i++) h[i] = (char)(100 + (i % 3));
+    char* d = NULL;
+    if (gpucoll_malloc_device((void**)&d, N) != 0 || gpucoll_memcpy(d, h, N) != 0) {
+        fprintf(stderr, "device memory: %s\n", gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const uint64_t accelerated = allreduce_calls(GPUCOLL_PATH_ACCELERATED);
+    MPI_Allreduce(MPI_IN_PLACE, d, N, MPI_CHAR, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(allreduce_calls(GPUCOLL_PATH_ACCELERATED) == accelerated + 1,
+          "MPI_CHAR allreduce was not accelerated");
+    gpucoll_memcpy(h, d, N);
+    for (int i = 0; i < N; i++) {
+        /* two's complement: the sum modulo 256, as the platform's char */
+        const char want = (char)(unsigned char)((unsigned)(100 + i % 3) * (unsigned)g_size);
+        if (h[i] != want) {
+            CHECK(0, "MPI_CHAR SUM element %d: %d, expected %d (wrap-around)", i, (int)h[i],
+                  (int)want);
+            break;
+        }
+    }
+    gpucoll_free_device(d);
+}
+
 static void failure_then_staging(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
@@ -189,6 +217,7 @@ int main(int argc, char** argv) {
     }
     progress_while_waiting();
     host_capable_kinds_keep_agreement();
+    char_sums_wrap_around();
     /* The failures are injected with a too-small buffer, which only the emu
      * backend bounds-checks: on a GPU the copy would corrupt memory. */
     if (strcmp(gpucoll_backend(), "emu") == 0) {

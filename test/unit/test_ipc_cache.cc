@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -28,24 +29,31 @@ using test_io::write_all;
 constexpr size_t kBytes = 1 << 20;
 constexpr int kRounds = 12;
 
-// The peer: each round allocates a buffer (often where the last one was),
-// fills it with the round number, describes it, waits until the parent has
-// read it, frees it.
-[[noreturn]] void peer(int desc_out, int ack_in) {
+// The peer: each round allocates a buffer of kBytes (the last round of a
+// kept run: 4 x kBytes), fills it with the round number, describes it, waits
+// until the parent has read it, then frees it (often the next buffer comes
+// back at the same address), or, when keep, keeps it (distinct addresses).
+[[noreturn]] void peer(int desc_out, int ack_in, bool keep) {
     auto dev = gpucoll::make_emu_device();
     IpcCache exports(16);
+    std::vector<void*> kept;
     for (int round = 0; round < kRounds; ++round) {
+        const size_t bytes = keep && round == kRounds - 1 ? 4 * kBytes : kBytes;
         void* p = nullptr;
-        if (dev->alloc(&p, kBytes) != gpucoll::kSuccess) _exit(10);
-        std::vector<unsigned char> fill(kBytes, static_cast<unsigned char>(round + 1));
-        if (dev->memcpy(p, fill.data(), kBytes, nullptr) != gpucoll::kSuccess) _exit(11);
+        if (dev->alloc(&p, bytes) != gpucoll::kSuccess) _exit(10);
+        std::vector<unsigned char> fill(bytes, static_cast<unsigned char>(round + 1));
+        if (dev->memcpy(p, fill.data(), bytes, nullptr) != gpucoll::kSuccess) _exit(11);
         BufferDesc desc;
         if (exports.describe(dev.get(), p, &desc) != gpucoll::kSuccess) _exit(12);
         if (!write_all(desc_out, &desc, sizeof desc)) _exit(13);
         char ack = 0;
         if (!read_all(ack_in, &ack, 1)) _exit(14);
-        if (dev->free(p) != gpucoll::kSuccess) _exit(15);
+        if (keep)
+            kept.push_back(p);
+        else if (dev->free(p) != gpucoll::kSuccess)
+            _exit(15);
     }
+    for (void* p : kept) dev->free(p);
     _exit(0);
 }
 
@@ -54,6 +62,8 @@ protected:
     void SetUp() override {
         dev_ = gpucoll::make_emu_device();
         ASSERT_NE(dev_, nullptr);
+    }
+    void start(bool keep) {
         int desc_pipe[2], ack_pipe[2];
         ASSERT_EQ(pipe(desc_pipe), 0);
         ASSERT_EQ(pipe(ack_pipe), 0);
@@ -62,7 +72,7 @@ protected:
         if (child_ == 0) {
             close(desc_pipe[0]);
             close(ack_pipe[1]);
-            peer(desc_pipe[1], ack_pipe[0]);
+            peer(desc_pipe[1], ack_pipe[0], keep);
         }
         close(desc_pipe[1]);
         close(ack_pipe[0]);
@@ -92,6 +102,7 @@ protected:
 };
 
 TEST_F(IpcCacheAcrossProcesses, FreedAndReallocatedPeerBuffersResolveToTheNewContents) {
+    start(/*keep=*/false);
     IpcCache cache(64);  // room for every round: only the overlap may evict
     int reused = 0;
     uint64_t last_base = 0;
@@ -131,6 +142,7 @@ TEST_F(IpcCacheAcrossProcesses, FreedAndReallocatedPeerBuffersResolveToTheNewCon
 TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
     // The imitation itself, without the cache: an open mapping of a freed
     // allocation blocks the import of the allocation now at that address.
+    start(/*keep=*/false);
     std::vector<std::unique_ptr<gpucoll::IpcMapping>> kept;
     std::vector<BufferDesc> seen;
     int refused = 0, overlapping = 0;
@@ -155,6 +167,40 @@ TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
     EXPECT_EQ(finish(), 0) << "the peer failed";
     EXPECT_GT(overlapping, 0) << "the peer never allocated at a freed buffer's address";
     EXPECT_EQ(refused, overlapping);
+}
+
+// The bytes kept mapped stay within the bound (least recently used go
+// first); an allocation larger than the whole bound is mapped for its call
+// only.
+TEST_F(IpcCacheAcrossProcesses, MappedBytesStayWithinTheBound) {
+    start(/*keep=*/true);
+    IpcCache cache(64);
+    const size_t bound = 3 * kBytes + kBytes / 2;  // three buffers fit, not four
+    cache.reserve_bytes(bound);
+    for (int round = 0; round < kRounds; ++round) {
+        SCOPED_TRACE(testing::Message() << "round " << round);
+        const BufferDesc desc = next();
+        void* addr = nullptr;
+        std::shared_ptr<gpucoll::IpcMapping> pin;
+        ASSERT_EQ(cache.resolve(dev_.get(), child_, desc, &addr, &pin), gpucoll::kSuccess)
+            << gpucoll::last_error();
+        unsigned char first = 0, last = 0;
+        ASSERT_EQ(dev_->memcpy(&first, addr, 1, nullptr), gpucoll::kSuccess);
+        ASSERT_EQ(dev_->memcpy(&last, static_cast<char*>(addr) + desc.size - 1, 1, nullptr),
+                  gpucoll::kSuccess);
+        EXPECT_EQ(first, round + 1);
+        EXPECT_EQ(last, round + 1);
+        EXPECT_LE(cache.mapped_bytes(), bound);
+        if (round == kRounds - 1) {  // 4 x kBytes: not cached
+            EXPECT_GT(desc.size, bound);
+            EXPECT_LE(cache.mapped_bytes(), 3 * kBytes);
+        } else {
+            EXPECT_EQ(cache.mapped_bytes(), std::min<size_t>(round + 1, 3) * kBytes);
+        }
+        pin.reset();
+        ack();
+    }
+    EXPECT_EQ(finish(), 0) << "the peer failed";
 }
 
 }  // namespace

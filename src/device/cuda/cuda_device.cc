@@ -412,6 +412,17 @@ public:
     }
     bool flags_without_compute(int ordinal) override;
     bool prefers_async_work() const override { return true; }
+    // An eighth of the current device's memory (1 GiB if it cannot be read).
+    size_t ipc_cache_default_bytes() override {
+        int ordinal = 0;
+        cudaDeviceProp prop{};
+        if (cudaGetDevice(&ordinal) != cudaSuccess ||
+            cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess || prop.totalGlobalMem == 0) {
+            (void)cudaGetLastError();
+            return size_t{1} << 30;
+        }
+        return prop.totalGlobalMem / 8;
+    }
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;

@@ -24,6 +24,7 @@ public:
     Status gpu_identity(int ordinal, GpuIdentity* out) override;
     bool flags_without_compute(int) override { return true; }   // a worker thread waits
     bool prefers_async_work() const override { return false; }  // measured: slower on the VM
+    size_t ipc_cache_default_bytes() override { return size_t{1} << 30; }
 
     Status query(const void* ptr, PointerInfo* info) override;
     Status alloc(void** ptr, size_t bytes) override;

@@ -123,7 +123,11 @@ typedef struct mca_coll_gpucoll_module_t {
     gpucoll_comm_t* core;
     int core_state;      /* 0: not tried yet, 1: ready, -1: not available */
     bool uniform_memory; /* host calls skip the core: no agreement needed */
+    int asserted_kinds;  /* info key mpi_assert_memory_alloc_kinds: GPUCOLL_ASSERT_* */
 } mca_coll_gpucoll_module_t;
+
+/* What the info key mpi_assert_memory_alloc_kinds promises for a communicator. */
+enum { GPUCOLL_ASSERT_NONE = 0, GPUCOLL_ASSERT_DEVICE_ONLY = 1, GPUCOLL_ASSERT_HOST_ONLY = 2 };
 
 OBJ_CLASS_DECLARATION(mca_coll_gpucoll_module_t);
 

@@ -60,14 +60,14 @@ static void gpucoll_core_progress(void) { opal_progress(); }
  * "mpi"): every call passes the same kind on every rank, and no agreement is
  * needed. A bare "cuda" (host, device and managed memory), "cuda:host" or
  * "cuda:managed" may mix with device memory: the agreement stays. */
-static bool gpucoll_info_asserts_uniform(struct ompi_communicator_t* comm) {
+static int gpucoll_info_asserted_kinds(struct ompi_communicator_t* comm) {
     char value[256];
     int flag = 0;
     if (NULL == comm->super.s_info ||
         OPAL_SUCCESS != opal_info_get(comm->super.s_info, "mpi_assert_memory_alloc_kinds",
                                       (int)sizeof value - 1, value, &flag) ||
         !flag) {
-        return false;
+        return GPUCOLL_ASSERT_NONE;
     }
     int host = 0, device = 0, mixed = 0;
     for (char *save = NULL, *kind = strtok_r(value, ",", &save); NULL != kind;
@@ -84,7 +84,8 @@ static bool gpucoll_info_asserts_uniform(struct ompi_communicator_t* comm) {
             ++mixed;
         }
     }
-    return 0 == mixed && (host > 0) != (device > 0);
+    if (0 != mixed || (host > 0) == (device > 0)) return GPUCOLL_ASSERT_NONE;
+    return device > 0 ? GPUCOLL_ASSERT_DEVICE_ONLY : GPUCOLL_ASSERT_HOST_ONLY;
 }
 
 static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
@@ -107,7 +108,14 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.verbose = c->verbose;
     config.log = gpucoll_core_log;
     config.progress = gpucoll_core_progress;
-    m->uniform_memory = c->uniform_memory || gpucoll_info_asserts_uniform(comm);
+    /* Only host kinds asserted: host calls skip the core (a device buffer
+     * there is staged, joining the others on the host path). Only device
+     * kinds asserted: host calls still post their decline, since Open MPI's
+     * own collectives on this communicator (inside MPI_Comm_split, ...) pass
+     * host memory, and a rank that breaks the assertion must not leave the
+     * others waiting; such calls run staged, correct. */
+    m->asserted_kinds = gpucoll_info_asserted_kinds(comm);
+    m->uniform_memory = c->uniform_memory || GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds;
     config.uniform_memory = m->uniform_memory;
     config.device_flags = c->device_flags;
     config.host_pipeline = c->host_pipeline;
@@ -172,7 +180,17 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                                 gpucoll_call_t* call, bool any_device, bool all_device) {
     gpucoll_comm_t* core = gpucoll_core(m, comm);
-    if (NULL == core || (m->uniform_memory && !any_device)) return OMPI_ERR_NOT_AVAILABLE;
+    if (NULL == core) return OMPI_ERR_NOT_AVAILABLE;
+    if (GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds && any_device) {
+        /* The others skip the core (host memory asserted): join them on the
+         * host path, staged. Correct, and no hang. */
+        GPUCOLL_ERROR(
+            "comm %s: device memory passed to a %s on a communicator whose info key "
+            "mpi_assert_memory_alloc_kinds lists only host kinds; staged",
+            comm->c_name, gpucoll_coll_name(call->coll));
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    if (m->uniform_memory && !any_device) return OMPI_ERR_NOT_AVAILABLE;
     call->eligible = call->eligible && all_device;
     call->on_device = all_device;
     int rc = gpucoll_comm_run(core, call);

@@ -25,7 +25,7 @@ bool mca_coll_gpucoll_in_host(void) { return gpucoll_host_depth > 0; }
 
 int mca_coll_gpucoll_core_error(const char* what, int status) {
     GPUCOLL_ERROR("%s failed: %s (gpucoll status %d)", what, gpucoll_last_error(), status);
-    return OMPI_ERROR;
+    return GPUCOLL_ERR_BUFFER == status ? MPI_ERR_BUFFER : OMPI_ERROR;
 }
 
 static inline bool is_device(const void* p) {

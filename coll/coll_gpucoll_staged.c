@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_gpucoll.h"
 
@@ -64,6 +65,11 @@ typedef struct gpucoll_stage {
 typedef struct gpucoll_staged_call {
     gpucoll_coll_t coll;
     bool own_slots; /* this call holds the library's pinned staging slots */
+    /* A device buffer of this rank does not fit its allocation: the rank
+     * still takes part in the host collective (on zeros, so that no peer
+     * hangs) but writes nothing and returns MPI_ERR_BUFFER. Its peers cannot
+     * know without an extra round: on the staged path only this rank fails. */
+    bool refused;
     uint64_t copied;
     gpucoll_stage_t buf[GPUCOLL_STAGE_MAX];
 } gpucoll_staged_call_t;
@@ -115,6 +121,12 @@ static int gpucoll_stage(gpucoll_staged_call_t* c, int i, const void* user, bool
         }
     }
     s->host = (char*)p - s->lo;
+    if (GPUCOLL_SUCCESS != gpucoll_check_extent(s->user + s->lo, s->bytes, "device buffer")) {
+        if (!c->refused)
+            GPUCOLL_ERROR("%s: %s; this rank takes part on zeros and returns MPI_ERR_BUFFER",
+                          gpucoll_coll_name(c->coll), gpucoll_last_error());
+        c->refused = true;
+    }
     return OMPI_SUCCESS;
 }
 
@@ -122,6 +134,10 @@ static int gpucoll_stage(gpucoll_staged_call_t* c, int i, const void* user, bool
 static int gpucoll_copy_in(gpucoll_staged_call_t* c, int i) {
     gpucoll_stage_t* s = &c->buf[i];
     if (!s->device || 0 == s->bytes) return OMPI_SUCCESS;
+    if (c->refused) { /* read nothing past the allocation: zeros instead */
+        memset(s->host + s->lo, 0, s->bytes);
+        return OMPI_SUCCESS;
+    }
     int rc = gpucoll_memcpy(s->host + s->lo, s->user + s->lo, s->bytes);
     if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to host", rc);
     c->copied += s->bytes;
@@ -140,7 +156,7 @@ static int gpucoll_copy_in_if(gpucoll_staged_call_t* c, int i, bool read, size_t
 static int gpucoll_copy_out(gpucoll_staged_call_t* c, int i, size_t count,
                             const struct ompi_datatype_t* dtype) {
     gpucoll_stage_t* s = &c->buf[i];
-    if (!s->device) return OMPI_SUCCESS;
+    if (!s->device || c->refused) return OMPI_SUCCESS; /* refused: nothing is written */
     ptrdiff_t lo;
     size_t bytes;
     gpucoll_span(count, dtype, &lo, &bytes);
@@ -153,6 +169,7 @@ static int gpucoll_copy_out(gpucoll_staged_call_t* c, int i, size_t count,
 
 /* Ends the call: on success counts it as staged. Returns rc. */
 static int gpucoll_call_finish(gpucoll_staged_call_t* c, int rc) {
+    if (OMPI_SUCCESS == rc && c->refused) rc = MPI_ERR_BUFFER;
     if (OMPI_SUCCESS == rc) {
         gpucoll_counters_record(c->coll, GPUCOLL_PATH_STAGED, c->copied, "staged");
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,

@@ -45,7 +45,9 @@ typedef enum gpucoll_status {
     GPUCOLL_ERR_SYSTEM = 8,      /* OS call failed (mmap, memfd, shm, ...) */
     GPUCOLL_ERR_BOOTSTRAP = 9,   /* the out-of-band exchange failed */
     GPUCOLL_ERR_INTERNAL = 10,
-    GPUCOLL_DECLINED = 100 /* not an error: gpucoll_comm_run left the call to the caller */
+    GPUCOLL_ERR_BUFFER = 11, /* a buffer does not fit inside its device allocation, or the
+                                ranks describe different calls (MPI_ERR_BUFFER) */
+    GPUCOLL_DECLINED = 100   /* not an error: gpucoll_comm_run left the call to the caller */
 } gpucoll_status_t;
 
 /* ---------------------------------------------------------------------------
@@ -98,6 +100,10 @@ GPUCOLL_EXPORT int gpucoll_malloc_device_pool(void** ptr, size_t bytes);
 GPUCOLL_EXPORT int gpucoll_free_device(void* ptr);
 /* Copies bytes in any direction (host/device on either side), synchronously. */
 GPUCOLL_EXPORT int gpucoll_memcpy(void* dst, const void* src, size_t bytes);
+/* GPUCOLL_SUCCESS when [ptr, ptr + bytes) is host memory or lies wholly
+ * inside one device allocation; GPUCOLL_ERR_BUFFER otherwise, with a message
+ * that names what (e.g. "receive buffer"), the range and the allocation. */
+GPUCOLL_EXPORT int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what);
 
 /* ---------------------------------------------------------------------------
  * Counters: which path each collective call took, per process
@@ -321,8 +327,8 @@ typedef struct gpucoll_call {
                               datatype, user op, host buffers...): all ranks decline together.
                               Ineligible calls still describe the same bytes as the
                               other ranks' (e.g. GPUCOLL_BYTE x total bytes). */
-    int on_device;         /* 1: the caller checked that every buffer of this rank that
-                              the call uses is device memory (the core skips its check) */
+    int on_device;         /* 1: the caller found every buffer of this rank that the call
+                              uses to be device memory (the core checks them anyway: range) */
 } gpucoll_call_t;
 
 /* Runs call on the accelerated path. Returns

@@ -180,6 +180,16 @@ int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op) {
     return gpucoll::reduce::op_valid(dtype, op) ? 1 : 0;
 }
 
+int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what) {
+    Device* d = Runtime::instance().device();
+    if (d == nullptr || ptr == nullptr || bytes == 0) return GPUCOLL_SUCCESS;
+    gpucoll::PointerInfo info;
+    if (d->query(ptr, &info) != GPUCOLL_SUCCESS || info.type != GPUCOLL_MEM_DEVICE ||
+        !info.complete)
+        return GPUCOLL_SUCCESS;  // host memory, or an allocation the backend cannot tell
+    return gpucoll::check_extent(info, ptr, bytes, what != nullptr ? what : "buffer");
+}
+
 gpucoll_memtype_t gpucoll_mem_type(const void* ptr) {
     Device* d = Runtime::instance().device();
     if (d == nullptr || ptr == nullptr) return GPUCOLL_MEM_HOST;

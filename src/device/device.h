@@ -26,6 +26,18 @@ struct PointerInfo {
     bool complete = true;
 };
 
+// kSuccess if [ptr, ptr + bytes) lies inside the allocation info describes
+// (a complete query of ptr); GPUCOLL_ERR_BUFFER with a message otherwise.
+inline Status check_extent(const PointerInfo& info, const void* ptr, size_t bytes,
+                           const char* what) {
+    const auto p = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(info.base);
+    if (p >= base && p - base <= info.size && bytes <= info.size - (p - base)) return kSuccess;
+    return set_error(GPUCOLL_ERR_BUFFER,
+                     "%s %p: %zu bytes from offset %zu do not fit its device allocation of %zu "
+                     "bytes at %p (count or datatype larger than the buffer?); nothing was written",
+                     what, ptr, bytes, static_cast<size_t>(p - base), info.size, info.base);
+}
+
 // Which physical GPU: equal in every process that uses the same GPU (CUDA:
 // the device UUID), so that ranks learn which of them share one.
 struct GpuIdentity {

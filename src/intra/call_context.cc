@@ -1,4 +1,7 @@
+#include <algorithm>
+
 #include "device/reduce_ops.h"
+#include "intra/algorithms.h"
 #include "intra/node_comm.h"
 
 namespace gpucoll::intra {
@@ -24,13 +27,39 @@ Status CallContext::resolve(int p, int which, char** out) {
     if (desc.buffer_id == 0)
         return set_error(GPUCOLL_ERR_INTERNAL, "rank %d posted no buffer %d for call %llu", p,
                          which, static_cast<unsigned long long>(seq));
+    // What rank p's buffer must hold for this call (the same arguments on
+    // every rank; in place where p posted no send buffer).
+    size_t needed = 0;
+    if (which != kTempBuf) {
+        gpucoll_call_t theirs = call;
+        const bool p_in_place = comm.post_of(p, seq).buf[kSendBuf].buffer_id == 0;
+        theirs.sendbuf = p_in_place ? nullptr : &theirs;  // only its nullness matters
+        const BufferBytes b = buffer_bytes(theirs, size, p, elem);
+        needed = which == kSendBuf ? b.send : std::max(b.recv, b.out);
+    }
     void* addr = nullptr;
+    size_t mapped = desc.size;  // a thread-rank of this process: its own allocation
     if (desc.internal != 0) {
-        GPUCOLL_TRY(comm.resolve_internal(p, desc, &addr));
+        GPUCOLL_TRY(comm.resolve_internal(p, desc, &addr, &mapped));
     } else {
         std::shared_ptr<IpcMapping> pin;
         GPUCOLL_TRY(comm.cache().resolve(device, comm.pid(p), desc, &addr, &pin));
-        if (pin) pins_.push_back(std::move(pin));
+        if (pin) {
+            mapped = pin->size();
+            pins_.push_back(std::move(pin));
+        }
+    }
+    // Never trust a peer's description: what we touch lies inside what we
+    // mapped (offset + bytes <= claimed size <= mapped size).
+    if (desc.size > mapped || desc.offset > desc.size || needed > desc.size - desc.offset) {
+        return set_error(GPUCOLL_ERR_BUFFER,
+                         "rank %d posted buffer %d of call %llu as %llu bytes at offset %llu of a "
+                         "%llu-byte allocation, of which %zu bytes are mapped here; the call needs "
+                         "%zu bytes there",
+                         p, which, static_cast<unsigned long long>(seq),
+                         static_cast<unsigned long long>(needed),
+                         static_cast<unsigned long long>(desc.offset),
+                         static_cast<unsigned long long>(desc.size), mapped, needed);
     }
     *out = static_cast<char*>(addr);
     return kSuccess;

@@ -363,6 +363,10 @@ int NodeComm::fail(Status s, uint64_t seq) {
         // end before we return, and steps not yet published never are.
         if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
         wait_stream();
+        // Step writes still queued when we failed ran during the wait and
+        // may have put a lower value over kStepDone: write it again, now
+        // that nothing is queued behind it.
+        if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
         drop_pending_signals();
     }
     log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
@@ -443,16 +447,16 @@ namespace {
 
 // Device memory whose allocation the backend knows (a pointer the driver
 // describes only partly is device memory, but only the staged path takes it).
-Status check_device(Device* d, const void* p, const char* which) {
+Status check_device(Device* d, const void* p, size_t bytes, const char* which) {
     PointerInfo info;
     if (p == nullptr || d->query(p, &info) != kSuccess || info.type != GPUCOLL_MEM_DEVICE)
-        return set_error(GPUCOLL_ERR_INVALID_ARG, "%s buffer %p: host memory", which, p);
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "%s %p: host memory", which, p);
     if (!info.complete) {
         const std::string why = last_error();
-        return set_error(GPUCOLL_ERR_DEVICE, "%s buffer %p: allocation unknown (%s)", which, p,
+        return set_error(GPUCOLL_ERR_DEVICE, "%s %p: allocation unknown (%s)", which, p,
                          why.c_str());
     }
-    return kSuccess;
+    return check_extent(info, p, bytes, which);
 }
 
 }  // namespace
@@ -491,8 +495,11 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     const size_t elem = reduce::dtype_size(call.dtype);
     const BufferBytes bytes = buffer_bytes(call, size_, rank_, elem);
     out->call = call;
-    if (bytes.send != 0) GPUCOLL_TRY(check_device(device_, call.sendbuf, "send"));
-    if (bytes.recv != 0) GPUCOLL_TRY(check_device(device_, call.recvbuf, "receive"));
+    if (bytes.send != 0)
+        GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer"));
+    if (bytes.recv != 0)
+        GPUCOLL_TRY(
+            check_device(device_, call.recvbuf, std::max(bytes.recv, bytes.out), "receive buffer"));
     const bool reduction = call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_ALLGATHER;
     if (reduction && !device_->reduce_supported(call.dtype, call.op))
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s %s: no device reduction on this backend",
@@ -522,13 +529,15 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     return kSuccess;
 }
 
-void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared) {
+void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
+                    const CallSignature* sig) {
     // Do not overwrite a post that a peer may still have to read. Every rank
     // posts every call, so this wait always ends.
     if (seq >= kPostDepth) wait_all_seen(progress_word(seq - kPostDepth + 1, 0));
     Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
     if (kind == PostKind::Accelerate)  // peers read descriptors of accelerated posts only
         for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
+    if (sig != nullptr) post.sig = *sig;
     post.kind = kind;
     segment_.slot(rank_).progress.store(progress_word(seq, 0), std::memory_order_release);
 }
@@ -544,7 +553,7 @@ int NodeComm::run(const gpucoll_call_t& call) {
     const uint64_t seq = ++seq_;
     const uint64_t failed = segment_.header().abort.load(std::memory_order_acquire);
     if (poisoned_ || failed != 0) {  // a rank failed a call: everyone declines from then on
-        post(seq, PostKind::Decline, nullptr);
+        post(seq, PostKind::Decline, nullptr, nullptr);
         if (seq == failed)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed this gpucoll collective; see its error output");
@@ -552,13 +561,21 @@ int NodeComm::run(const gpucoll_call_t& call) {
     }
     Prepared prepared;
     PostKind kind = PostKind::Decline;
+    std::string refusal;
     if (call.eligible) {
-        if (prepare(call, algo, seq, &prepared) == kSuccess)
+        const Status ps = prepare(call, algo, seq, &prepared);
+        if (ps == kSuccess) {
             kind = PostKind::Accelerate;
-        else if (config_.verbose >= 10)
+        } else if (ps == GPUCOLL_ERR_BUFFER) {
+            kind = PostKind::Refuse;  // wait for the others: all fail unless one declined
+            refusal = last_error();
+        } else if (config_.verbose >= 10) {
             log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
+        }
     }
-    post(seq, kind, &prepared);
+    const CallSignature sig{call.coll, call.dtype, call.op, call.root,
+                            call_bytes(call, size_, elem)};
+    post(seq, kind, &prepared, &sig);
     if (kind == PostKind::Decline) return GPUCOLL_DECLINED;  // our own answer decides
 
     CallContext ctx(*this, prepared.call, seq);
@@ -567,8 +584,29 @@ int NodeComm::run(const gpucoll_call_t& call) {
         if (p != rank_) s = wait_progress(p, progress_word(seq, 0), true);
     if (s != kSuccess) return fail(s, seq);
     ++ctx.rounds;
+    // Someone declined: everyone stages (a refusing rank's staged path
+    // reports its own buffer). Else a refusal, or calls that differ, fail the
+    // call on every rank before anyone touches a peer's memory.
     for (int p = 0; p < size_; ++p)
-        if (post_of(p, seq).kind != PostKind::Accelerate) return GPUCOLL_DECLINED;
+        if (post_of(p, seq).kind == PostKind::Decline) return GPUCOLL_DECLINED;
+    for (int p = 0; p < size_; ++p) {
+        const Post& theirs = post_of(p, seq);
+        if (theirs.kind == PostKind::Refuse) {
+            if (p == rank_) return set_error(GPUCOLL_ERR_BUFFER, "%s", refusal.c_str());
+            return set_error(GPUCOLL_ERR_BUFFER,
+                             "rank %d's buffers do not fit this %s; see its error output", p,
+                             gpucoll_coll_name(call.coll));
+        }
+        if (!(theirs.sig == sig)) {
+            return set_error(GPUCOLL_ERR_BUFFER,
+                             "the ranks called different collectives: rank %d: %s of %llu bytes "
+                             "(root %d), rank %d: %s of %llu bytes (root %d); nothing was moved",
+                             p, gpucoll_coll_name(static_cast<gpucoll_coll_t>(theirs.sig.coll)),
+                             static_cast<unsigned long long>(theirs.sig.bytes), theirs.sig.root,
+                             rank_, gpucoll_coll_name(call.coll),
+                             static_cast<unsigned long long>(sig.bytes), sig.root);
+        }
+    }
 
     // The application's work on the default stream (its last writes to our
     // buffers) comes first.
@@ -593,9 +631,10 @@ int NodeComm::run(const gpucoll_call_t& call) {
     return GPUCOLL_SUCCESS;
 }
 
-Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out) {
+Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out, size_t* mapped) {
     if (pids_[p] == getpid()) {  // a thread-rank of this process
         *out = reinterpret_cast<char*>(desc.base) + desc.offset;
+        *mapped = desc.size;
         return kSuccess;
     }
     auto key = std::make_pair(p, desc.buffer_id);
@@ -606,6 +645,7 @@ Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out) {
         it = internal_imports_.emplace(key, std::move(mapping)).first;
     }
     *out = static_cast<char*>(it->second->address()) + desc.offset;
+    *mapped = it->second->size();
     return kSuccess;
 }
 

@@ -112,7 +112,7 @@ public:
 
     // This process's address of a communicator-owned buffer (temp, copies)
     // that rank p posted; mapped once per communicator, unmapped at teardown.
-    Status resolve_internal(int p, const BufferDesc& desc, void** out);
+    Status resolve_internal(int p, const BufferDesc& desc, void** out, size_t* mapped);
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -189,7 +189,7 @@ private:
     // Grows buffer to at least bytes. The old allocation is kept until
     // teardown: peers may still have it mapped.
     Status grow(DeviceBuffer& buffer, size_t bytes);
-    void post(uint64_t seq, PostKind kind, const Prepared* prepared);
+    void post(uint64_t seq, PostKind kind, const Prepared* prepared, const CallSignature* sig);
 
     int rank_ = 0;
     int size_ = 0;

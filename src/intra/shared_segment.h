@@ -33,6 +33,16 @@ struct BufferDesc {
 enum class PostKind : uint32_t {
     Accelerate = 1,  // my buffers are device memory, posted below
     Decline = 2,     // host buffers, ineligible call or a local failure: all decline
+    Refuse = 3,      // my buffers do not fit the call: every rank fails it (unless one declined)
+};
+
+// What a rank was asked to do: every rank compares the others' with its own
+// before touching any peer's memory (a count that differs between ranks
+// would otherwise make them read past each other's buffers).
+struct CallSignature {
+    int32_t coll, dtype, op, root;
+    uint64_t bytes;  // call_bytes()
+    bool operator==(const CallSignature&) const = default;
 };
 
 // Buffers a rank may post per call: the call's send and receive buffers, and
@@ -41,6 +51,7 @@ enum : int { kSendBuf = 0, kRecvBuf = 1, kTempBuf = 2, kPostedBuffers = 3 };
 
 struct Post {
     PostKind kind;
+    CallSignature sig;
     BufferDesc buf[kPostedBuffers];
 };
 

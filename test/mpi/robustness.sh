@@ -6,23 +6,33 @@
 #     copy-in/out shared memory (no CMA): a large send then needs the
 #     sender's progress;
 #     memory of unknown range staged (emu, GPUCOLL_EMU_INCOMPLETE_SIZE);
+#     buffers that do not fit their allocation refused (MPI_ERR_BUFFER),
+#     accelerated (every rank) and staged (the rank with the bad buffer);
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
 #     accelerated path turns itself off and says so; results stay right.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
+# Rank 1's copies of 4093 bytes fail when they run (emu fault injection).
+inject_rank1='[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export GPUCOLL_EMU_FAIL_COPY_BYTES=4093; exec "$0" "$@"'
 for np in 2 3; do
+    # shellcheck disable=SC2016
     run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca btl_vader_single_copy_mechanism none -- \
-        "$MPI_TESTDIR/test_robustness"
+        sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" --inject
 done
 if [ "$TEST_DEVICE" = emu ]; then
+    echo "== buffers that do not fit, on the staged path: the rank with the bad buffer fails"
+    run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_allreduce_algorithm staged -- \
+        "$MPI_TESTDIR/test_robustness" --staged
     echo "== device memory of unknown range (a failed driver attribute) is staged"
     run_mpi 2 --mca coll_gpucoll_device emu -x GPUCOLL_EMU_INCOMPLETE_SIZE=4000 -- \
         "$MPI_TESTDIR/test_robustness"
 fi
 echo "== the same with device-side flags"
+# shellcheck disable=SC2016
 run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags device \
-    --mca btl_vader_single_copy_mechanism none -- "$MPI_TESTDIR/test_robustness"
+    --mca btl_vader_single_copy_mechanism none -- sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" \
+    --inject
 
 echo "== parameters that differ between ranks"
 run_mpi 1 --mca coll_gpucoll_device "$TEST_DEVICE" -x OMPI_MCA_coll_gpucoll_chunk_size=4096 -- \

@@ -1,61 +1,88 @@
 /*
  * test_info_assert.c - the MPI 4.1 info key mpi_assert_memory_alloc_kinds on a
- * communicator: with only device kinds listed, gpucoll drops the per-call
- * agreement on that communicator (selection.sh checks the verbose line), and
- * device collectives on it still run accelerated and correct.
+ * communicator:
+ *  1. only device kinds ("cuda:device"): device collectives run accelerated
+ *     and correct; a rank that passes host memory anyway (legal for Open
+ *     MPI's own collectives on the communicator, a broken promise for the
+ *     application) gets a correct result, staged, and nobody hangs;
+ *  2. only host kinds ("system"): host calls skip gpucoll's agreement
+ *     (selection.sh checks the verbose line); a rank that passes device
+ *     memory anyway is staged onto the host path: correct, no hang.
  */
 #include <mpi.h>
 #include <stdio.h>
 
 #include "gpucoll.h"
 
-int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int rank, size, fails = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+static int rank, size, fails = 0;
 
+static MPI_Comm dup_with_kinds(const char* kinds) {
     MPI_Info info;
     MPI_Info_create(&info);
-    MPI_Info_set(info, "mpi_assert_memory_alloc_kinds", "cuda:device");
-    MPI_Comm uniform;
-    MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &uniform);
+    MPI_Info_set(info, "mpi_assert_memory_alloc_kinds", kinds);
+    MPI_Comm c;
+    MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &c);
     MPI_Info_free(&info);
+    return c;
+}
 
-    enum { N = 1000 };
+enum { N = 1000 };
+
+/* An allreduce of N floats where rank r passes device memory iff device[r]:
+ * checks the result everywhere and the path this rank took. */
+static void allreduce_mixed(MPI_Comm c, const char* what, int on_device, gpucoll_path_t want) {
     float host[N];
     for (int i = 0; i < N; i++) host[i] = (float)(rank + i % 7);
     float* dev = NULL;
-    if (gpucoll_malloc_device((void**)&dev, sizeof host) != 0 ||
-        gpucoll_memcpy(dev, host, sizeof host) != 0) {
+    if (on_device && (gpucoll_malloc_device((void**)&dev, sizeof host) != 0 ||
+                      gpucoll_memcpy(dev, host, sizeof host) != 0)) {
         fprintf(stderr, "[%d] device memory: %s\n", rank, gpucoll_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     gpucoll_counters_reset();
-    MPI_Allreduce(MPI_IN_PLACE, dev, N, MPI_FLOAT, MPI_SUM, uniform);
-    gpucoll_counters_t c;
-    gpucoll_counters_get(&c);
-    if (c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_ACCELERATED] != 1) {
-        fprintf(stderr, "[%d] allreduce took path %s, expected accelerated\n", rank,
-                gpucoll_path_name(c.last_path));
+    MPI_Allreduce(MPI_IN_PLACE, on_device ? (void*)dev : (void*)host, N, MPI_FLOAT, MPI_SUM, c);
+    gpucoll_counters_t k;
+    gpucoll_counters_get(&k);
+    if (k.calls[GPUCOLL_COLL_ALLREDUCE][want] != 1) {
+        fprintf(stderr, "[%d] %s: allreduce took path %s, expected %s\n", rank, what,
+                gpucoll_path_name(k.last_path), gpucoll_path_name(want));
         fails++;
     }
-    gpucoll_memcpy(host, dev, sizeof host);
+    if (on_device) gpucoll_memcpy(host, dev, sizeof host);
     for (int i = 0; i < N; i++) {
-        float want = (float)(size * (size - 1) / 2 + size * (i % 7));
-        if (host[i] != want) {
-            fprintf(stderr, "[%d] element %d: %g, expected %g\n", rank, i, host[i], want);
+        float expected = (float)(size * (size - 1) / 2 + size * (i % 7));
+        if (host[i] != expected) {
+            fprintf(stderr, "[%d] %s: element %d: %g, expected %g\n", rank, what, i, host[i],
+                    expected);
             fails++;
             break;
         }
     }
-    /* Host buffers on every rank (uniform, as asserted): Open MPI's module. */
-    int one = 1, sum = 0;
-    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, uniform);
-    if (sum != size) fails++;
+    if (on_device) gpucoll_free_device(dev);
+}
 
-    gpucoll_free_device(dev);
-    MPI_Comm_free(&uniform);
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    MPI_Comm device_only = dup_with_kinds("cuda:device");
+    allreduce_mixed(device_only, "device-only kinds, device memory", 1, GPUCOLL_PATH_ACCELERATED);
+    allreduce_mixed(device_only, "device-only kinds, host memory on rank 0", rank != 0,
+                    rank == 0 ? GPUCOLL_PATH_DELEGATED : GPUCOLL_PATH_STAGED);
+    allreduce_mixed(device_only, "device-only kinds, host memory everywhere", 0,
+                    GPUCOLL_PATH_DELEGATED);
+    MPI_Comm split; /* Open MPI's own host collectives on it */
+    MPI_Comm_split(device_only, rank % 2, rank, &split);
+    MPI_Comm_free(&split);
+    MPI_Comm_free(&device_only);
+
+    MPI_Comm host_only = dup_with_kinds("system");
+    allreduce_mixed(host_only, "host-only kinds, host memory", 0, GPUCOLL_PATH_DELEGATED);
+    allreduce_mixed(host_only, "host-only kinds, device memory on rank 0", rank == 0,
+                    rank == 0 ? GPUCOLL_PATH_STAGED : GPUCOLL_PATH_DELEGATED);
+    MPI_Comm_free(&host_only);
+
     int all = 0;
     MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_info_assert: %s\n", all ? "FAIL" : "PASS");

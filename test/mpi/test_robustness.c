@@ -5,7 +5,7 @@
  *     needs our send to progress);
  *  2. mpi_assert_memory_alloc_kinds listing host-capable kinds next to device
  *     ones ("cuda:host,cuda:device"): mixed memory in one call stays agreed;
- *  3. a failure after posting (a rank's buffer is too small: its copy fails):
+ *  3. a failure after posting (rank 1's copy fails: GPUCOLL_EMU_FAIL_COPY_BYTES):
  *     the call fails, the communicator works on (staged) for every later call;
  *  4. the same failure followed at once by MPI_Comm_free: teardown must not
  *     wait for the rank that failed;
@@ -13,10 +13,14 @@
  *     driver attribute; emu: GPUCOLL_EMU_INCOMPLETE_SIZE) is staged: never
  *     accelerated, never handed to Open MPI as host memory;
  *  6. MPI_CHAR (OSU's default datatype) is accelerated, and its sums wrap
- *     around as C's char arithmetic does (Open MPI's op/avx saturates).
+ *     around as C's char arithmetic does (Open MPI's op/avx saturates);
+ *  7. buffers that do not fit their allocation (a 4 MiB allreduce into 1 MiB,
+ *     bcast counts that differ): MPI_ERR_BUFFER on every rank (accelerated)
+ *     or on the rank with the bad buffer (--staged), nothing written.
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,15 +156,65 @@ static void char_sums_wrap_around(void) {
     gpucoll_free_device(d);
 }
 
+/* Copies of this size fail on rank 1 (GPUCOLL_EMU_FAIL_COPY_BYTES, set by
+ * robustness.sh): a fault in the middle of a call. */
+enum { kInjectedBytes = 4093 };
+
+/* Buffers that do not fit: every rank gets MPI_ERR_BUFFER (accelerated path)
+ * or the rank with the bad buffer does (staged: its peers cannot know), no
+ * byte is written anywhere, and the communicator works on. */
+static void overrun_is_refused(bool staged) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    const size_t n = 1 << 20;                                   /* 4 MiB of floats */
+    float* send = device_floats(n, 1.0f);                       /* right size everywhere */
+    float* recv = device_floats(g_rank == 1 ? n / 4 : n, 7.0f); /* 1 MiB on rank 1 */
+    float* neighbour = device_floats(n / 4, 9.0f);              /* allocated right after it */
+    int rc = MPI_Allreduce(send, recv, (int)n, MPI_FLOAT, MPI_SUM, c);
+    int eclass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+    if (staged && g_rank != 1) {
+        CHECK(rc == MPI_SUCCESS, "staged overrun: rank %d (buffers fine) got an error", g_rank);
+    } else {
+        CHECK(eclass == MPI_ERR_BUFFER, "overrun: rank %d got error class %d, not MPI_ERR_BUFFER",
+              g_rank, eclass);
+        check_all(recv, g_rank == 1 ? n / 4 : n, 7.0f, "receive buffer after the refused call");
+    }
+    check_all(send, n, 1.0f, "send buffer after the overrun");
+    check_all(neighbour, n / 4, 9.0f, "the allocation next to the short buffer");
+    /* bcast counts that differ between ranks: an error everywhere (accelerated)
+     * or whatever Open MPI's host bcast makes of it (staged): never a crash in
+     * libgpucoll */
+    if (!staged) {
+        rc = MPI_Bcast(send, g_rank == 0 ? 1000 : 2000, MPI_FLOAT, 0, c);
+        eclass = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+        CHECK(eclass == MPI_ERR_BUFFER, "bcast count mismatch: rank %d got error class %d", g_rank,
+              eclass);
+        check_all(send, n, 1.0f, "bcast buffer after the refused mismatch");
+    }
+    /* the communicator works on */
+    float* v = device_floats(64, 2.0f);
+    rc = MPI_Allreduce(MPI_IN_PLACE, v, 64, MPI_FLOAT, MPI_SUM, c);
+    CHECK(rc == MPI_SUCCESS, "allreduce after the refused calls: rc %d", rc);
+    check_all(v, 64, 2.0f * (float)g_size, "allreduce after the refused calls");
+    gpucoll_free_device(v);
+    gpucoll_free_device(neighbour);
+    gpucoll_free_device(recv);
+    gpucoll_free_device(send);
+    MPI_Comm_free(&c);
+}
+
 static void failure_then_staging(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    const int n = 4096;
-    /* Rank 1's buffer is too small for the bcast: its device copy fails after
-     * it posted (as an IPC or allocation failure would). */
+    const int n = kInjectedBytes;
+    /* Rank 1's copy of the bcast fails after it posted (as a device fault
+     * would): robustness.sh sets GPUCOLL_EMU_FAIL_COPY_BYTES on rank 1. */
     char* d = NULL;
-    gpucoll_malloc_device((void**)&d, g_rank == 1 ? 16 : (size_t)n);
+    gpucoll_malloc_device((void**)&d, (size_t)n);
     float* ok = device_floats(64, 1.0f);
     MPI_Allreduce(MPI_IN_PLACE, ok, 64, MPI_FLOAT, MPI_SUM, c); /* set up, accelerated */
     int rc = MPI_Bcast(d, n, MPI_BYTE, 0, c);
@@ -193,14 +247,15 @@ static void failure_then_free(void) {
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     char* d = NULL;
     /* pool memory on rank 1: its results are copied back after the call, and
-     * that copy (into 16 bytes) is what fails, after the algorithm finished */
+     * that copy (injected failure on rank 1) fails after the algorithm
+     * finished */
     if (g_rank == 1)
-        gpucoll_malloc_device_pool((void**)&d, 16);
+        gpucoll_malloc_device_pool((void**)&d, kInjectedBytes);
     else
-        gpucoll_malloc_device((void**)&d, 4096);
+        gpucoll_malloc_device((void**)&d, kInjectedBytes);
     float* ok = device_floats(64, 1.0f);
     MPI_Allreduce(MPI_IN_PLACE, ok, 64, MPI_FLOAT, MPI_SUM, c);
-    (void)MPI_Bcast(d, 4096, MPI_BYTE, 0, c);
+    (void)MPI_Bcast(d, kInjectedBytes, MPI_BYTE, 0, c);
     MPI_Comm_free(&c); /* no collective in between */
     gpucoll_free_device(ok);
     gpucoll_free_device(d);
@@ -215,14 +270,22 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 77;
     }
+    bool staged = false, inject = false; /* --staged: run with allreduce forced staged */
+    for (int i = 1; i < argc; i++) {
+        staged |= strcmp(argv[i], "--staged") == 0;
+        inject |= strcmp(argv[i], "--inject") == 0;
+    }
     progress_while_waiting();
     host_capable_kinds_keep_agreement();
-    char_sums_wrap_around();
+    if (!staged) char_sums_wrap_around();
     /* The failures are injected with a too-small buffer, which only the emu
      * backend bounds-checks: on a GPU the copy would corrupt memory. */
     if (strcmp(gpucoll_backend(), "emu") == 0) {
-        failure_then_staging();
-        failure_then_free();
+        overrun_is_refused(staged);
+        if (inject) { /* robustness.sh sets GPUCOLL_EMU_FAIL_COPY_BYTES on rank 1 */
+            failure_then_staging();
+            failure_then_free();
+        }
         const char* incomplete = getenv("GPUCOLL_EMU_INCOMPLETE_SIZE");
         if (incomplete != NULL) incomplete_pointer_info_is_staged(strtoul(incomplete, NULL, 10));
     }

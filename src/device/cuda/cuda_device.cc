@@ -774,7 +774,17 @@ Status CudaDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMappin
                       "%d; is the exporter alive with the allocation not freed, and can the two "
                       "GPUs reach each other?)",
                       static_cast<unsigned long long>(wire.size), wire.device, wire.pid, device));
-    *out = std::make_unique<CudaIpcMapping>(address, wire.size, device, true);
+    auto mapping = std::make_unique<CudaIpcMapping>(address, wire.size, device, true);
+    // The size comes from the peer: check it against what was mapped.
+    DriverApi::Attributes a;
+    bool type_known = false;
+    if (driver_.attributes(address, &a, &type_known) == kSuccess && wire.size > a.size) {
+        return set_error(GPUCOLL_ERR_BUFFER,
+                         "cuda ipc_import: pid %d describes its allocation as %llu bytes, but the "
+                         "mapping holds %zu",
+                         wire.pid, static_cast<unsigned long long>(wire.size), a.size);
+    }
+    *out = std::move(mapping);
     return kSuccess;
 }
 

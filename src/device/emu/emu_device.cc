@@ -42,6 +42,8 @@ Status submit(EmuStream* stream, EmuStream::Work work) {
 EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
     if (const char* v = std::getenv("GPUCOLL_EMU_INCOMPLETE_SIZE"))
         incomplete_size_ = std::strtoull(v, nullptr, 10);
+    if (const char* v = std::getenv("GPUCOLL_EMU_FAIL_COPY_BYTES"))
+        fail_copy_bytes_ = std::strtoull(v, nullptr, 10);
 }
 
 Status EmuDevice::current_device(int* ordinal) {
@@ -158,7 +160,12 @@ Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* strea
     void* from = nullptr;
     GPUCOLL_TRY(memory_->translate(dst, bytes, &to));
     GPUCOLL_TRY(memory_->translate(src, bytes, &from));
-    return submit(emu_stream, [to, from, bytes] {
+    const bool inject = fail_copy_bytes_ != 0 && bytes == fail_copy_bytes_;
+    return submit(emu_stream, [to, from, bytes, inject] {
+        if (inject)  // testing aid: a copy that fails when it runs (GPUCOLL_EMU_FAIL_COPY_BYTES)
+            return set_error(
+                GPUCOLL_ERR_DEVICE,
+                "emu memcpy of %zu bytes: injected failure (GPUCOLL_EMU_FAIL_COPY_BYTES)", bytes);
         std::memmove(to, from, bytes);
         return kSuccess;
     });

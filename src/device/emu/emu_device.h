@@ -56,6 +56,9 @@ private:
     // device memory of unknown range (PointerInfo::complete false), as the
     // cuda backend reports a failed driver attribute. 0: off.
     size_t incomplete_size_ = 0;
+    // GPUCOLL_EMU_FAIL_COPY_BYTES: copies of exactly this many bytes fail
+    // when they run (a device fault in the middle of a call). 0: off.
+    size_t fail_copy_bytes_ = 0;
 };
 
 }  // namespace gpucoll

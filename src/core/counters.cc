@@ -22,9 +22,11 @@ void counters_record(const CallRecord& r) {
     g_counters.last_path = r.path;
     g_counters.last_bytes_peer = r.bytes_peer;
     g_counters.last_sync_rounds = r.sync_rounds;
-    std::strncpy(g_counters.last_algorithm, r.algorithm ? r.algorithm : "",
-                 sizeof g_counters.last_algorithm - 1);
-    g_counters.last_algorithm[sizeof g_counters.last_algorithm - 1] = '\0';
+    // Up to the terminator only (strncpy would pad the whole field every call).
+    const char* a = r.algorithm != nullptr ? r.algorithm : "";
+    const size_t n = strnlen(a, sizeof g_counters.last_algorithm - 1);
+    std::memcpy(g_counters.last_algorithm, a, n);
+    g_counters.last_algorithm[n] = '\0';
 }
 
 void counters_get(gpucoll_counters_t* out) {

@@ -573,10 +573,13 @@ int NodeComm::run(const gpucoll_call_t& call) {
             log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
         }
     }
+    if (kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
+        post(seq, kind, nullptr, nullptr);
+        return GPUCOLL_DECLINED;
+    }
     const CallSignature sig{call.coll, call.dtype, call.op, call.root,
                             call_bytes(call, size_, elem)};
     post(seq, kind, &prepared, &sig);
-    if (kind == PostKind::Decline) return GPUCOLL_DECLINED;  // our own answer decides
 
     CallContext ctx(*this, prepared.call, seq);
     Status s = kSuccess;

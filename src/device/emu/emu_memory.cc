@@ -183,6 +183,7 @@ Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable) {
     region.owned = std::move(pages);
     {
         std::unique_lock lock(mutex_);
+        widen_bounds(reinterpret_cast<uintptr_t>(user), region.mapped_bytes);
         regions_.emplace(reinterpret_cast<uintptr_t>(user), std::move(region));
     }
     *ptr = user;
@@ -226,8 +227,19 @@ EmuMemory::RegionMap::const_iterator EmuMemory::find_region(uintptr_t addr) cons
     return it;
 }
 
+void EmuMemory::widen_bounds(uintptr_t start, size_t bytes) {
+    if (start < lowest_.load(std::memory_order_relaxed))
+        lowest_.store(start, std::memory_order_release);
+    if (start + bytes > highest_.load(std::memory_order_relaxed))
+        highest_.store(start + bytes, std::memory_order_release);
+}
+
 void EmuMemory::query(const void* ptr, PointerInfo* info) const {
     *info = PointerInfo{};
+    const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    if (addr < lowest_.load(std::memory_order_acquire) ||
+        addr >= highest_.load(std::memory_order_acquire))
+        return;  // outside every device region: host memory
     std::shared_lock lock(mutex_);
     auto it = find_region(reinterpret_cast<uintptr_t>(ptr));
     if (it == regions_.end()) return;
@@ -240,6 +252,11 @@ void EmuMemory::query(const void* ptr, PointerInfo* info) const {
 
 Status EmuMemory::translate(const void* ptr, size_t bytes, void** host_view) const {
     const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    if (addr < lowest_.load(std::memory_order_acquire) ||
+        addr >= highest_.load(std::memory_order_acquire)) {
+        *host_view = const_cast<void*>(ptr);  // host memory
+        return kSuccess;
+    }
     std::shared_lock lock(mutex_);
     auto it = find_region(addr);
     if (it == regions_.end()) {
@@ -361,6 +378,7 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
     const auto key = reinterpret_cast<uintptr_t>(device_view.data());
     {
         std::unique_lock lock(mutex_);
+        widen_bounds(key, region.mapped_bytes);
         regions_.emplace(key, std::move(region));
         imported_ranges_.try_emplace(range_key,
                                      ImportedRange{h.base + h.mapped_bytes, h.buffer_id, key});

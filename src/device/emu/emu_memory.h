@@ -8,6 +8,7 @@
 // IPC, to the read-write mapping.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -111,8 +112,16 @@ private:
     // The region holding addr, or end(); caller holds mutex_.
     RegionMap::const_iterator find_region(uintptr_t addr) const;
 
+    // Records [start, end) in the bounds below (caller holds mutex_).
+    void widen_bounds(uintptr_t start, size_t bytes);
+
     mutable std::shared_mutex mutex_;
     RegionMap regions_;
+    // Lowest start and highest end of every region ever registered (never
+    // narrowed): an address outside them is host memory, answered without
+    // the lock. Host-buffer calls then cost a comparison, not a lookup.
+    std::atomic<uintptr_t> lowest_{UINTPTR_MAX};
+    std::atomic<uintptr_t> highest_{0};
     // Open imports by exporter: (pid, exporter's base) -> (end, buffer id).
     // Like CUDA (cudaErrorAlreadyMapped), importing an allocation that
     // overlaps, in the exporter's address space, another allocation of that

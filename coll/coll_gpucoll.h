@@ -124,6 +124,7 @@ typedef struct mca_coll_gpucoll_module_t {
     int core_state;      /* 0: not tried yet, 1: ready, -1: not available */
     bool uniform_memory; /* host calls skip the core: no agreement needed */
     int asserted_kinds;  /* info key mpi_assert_memory_alloc_kinds: GPUCOLL_ASSERT_* */
+    int host_depth;      /* > 0: inside the saved host module (mca_coll_gpucoll_in_host) */
 } mca_coll_gpucoll_module_t;
 
 /* What the info key mpi_assert_memory_alloc_kinds promises for a communicator. */
@@ -173,9 +174,15 @@ int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* in
  * algorithm that calls back through comm->c_coll (e.g. reduce_scatter built
  * on reduce) reaches the saved function directly and is not counted as a
  * call of its own. Per thread. */
-void mca_coll_gpucoll_enter_host(void);
-void mca_coll_gpucoll_leave_host(void);
-bool mca_coll_gpucoll_in_host(void);
+/* Inside a call of the saved host module on m's communicator: collectives
+ * it makes on the same communicator (reduce_scatter built on reduce) go
+ * straight through. Per module, not per thread: MPI forbids concurrent
+ * collectives on one communicator, and a counter here costs no TLS lookup. */
+static inline void mca_coll_gpucoll_enter_host(mca_coll_gpucoll_module_t* m) { ++m->host_depth; }
+static inline void mca_coll_gpucoll_leave_host(mca_coll_gpucoll_module_t* m) { --m->host_depth; }
+static inline bool mca_coll_gpucoll_in_host(const mca_coll_gpucoll_module_t* m) {
+    return m->host_depth > 0;
+}
 
 /* ---------------------------------------------------------------------------
  * Accelerated path (coll_gpucoll_accel.c): device-to-device inside a node.

@@ -27,18 +27,18 @@ typedef struct gpucoll_bootstrap_ctx {
 
 static int gpucoll_bootstrap_allgather(void* ctx, const void* send, void* recv, size_t bytes) {
     gpucoll_bootstrap_ctx_t* b = (gpucoll_bootstrap_ctx_t*)ctx;
-    mca_coll_gpucoll_enter_host();
+    mca_coll_gpucoll_enter_host(b->m);
     int rc = b->m->prev_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, b->comm,
                                   b->m->prev_allgather_module);
-    mca_coll_gpucoll_leave_host();
+    mca_coll_gpucoll_leave_host(b->m);
     return OMPI_SUCCESS == rc ? 0 : -1;
 }
 
 static int gpucoll_bootstrap_barrier(void* ctx) {
     gpucoll_bootstrap_ctx_t* b = (gpucoll_bootstrap_ctx_t*)ctx;
-    mca_coll_gpucoll_enter_host();
+    mca_coll_gpucoll_enter_host(b->m);
     int rc = b->comm->c_coll->coll_barrier(b->comm, b->comm->c_coll->coll_barrier_module);
-    mca_coll_gpucoll_leave_host();
+    mca_coll_gpucoll_leave_host(b->m);
     return OMPI_SUCCESS == rc ? 0 : -1;
 }
 

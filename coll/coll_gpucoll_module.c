@@ -17,12 +17,6 @@
  * Calls into the saved host module
  * ------------------------------------------------------------------------- */
 
-static _Thread_local int gpucoll_host_depth = 0;
-
-void mca_coll_gpucoll_enter_host(void) { ++gpucoll_host_depth; }
-void mca_coll_gpucoll_leave_host(void) { --gpucoll_host_depth; }
-bool mca_coll_gpucoll_in_host(void) { return gpucoll_host_depth > 0; }
-
 int mca_coll_gpucoll_core_error(const char* what, int status) {
     GPUCOLL_ERROR("%s failed: %s (gpucoll status %d)", what, gpucoll_last_error(), status);
     return GPUCOLL_ERR_BUFFER == status ? MPI_ERR_BUFFER : OMPI_ERROR;
@@ -42,12 +36,12 @@ static inline bool all_device(const void* sbuf, bool sdev, bool rdev) {
  * straight through; top-level calls are counted as delegated. */
 #define GPUCOLL_DELEGATE(m, name, coll_id, ...)                                            \
     do {                                                                                   \
-        if (mca_coll_gpucoll_in_host()) {                                                  \
+        if (mca_coll_gpucoll_in_host(m)) {                                                 \
             return (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);               \
         }                                                                                  \
-        mca_coll_gpucoll_enter_host();                                                     \
+        mca_coll_gpucoll_enter_host(m);                                                    \
         int rc_ = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);                \
-        mca_coll_gpucoll_leave_host();                                                     \
+        mca_coll_gpucoll_leave_host(m);                                                    \
         gpucoll_counters_record((coll_id), GPUCOLL_PATH_DELEGATED, 0, "delegated");        \
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, #name ": host buffers, delegated"); \
         return rc_;                                                                        \
@@ -62,7 +56,7 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLREDUCE,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
@@ -83,7 +77,7 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
 static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool dev = is_device(buf);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
         mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
@@ -99,7 +93,7 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLGATHER,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
@@ -127,7 +121,7 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
                                        struct ompi_communicator_t* comm,
                                        mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         int size = ompi_comm_size(comm), rc;
         size_t stack_counts[64];
@@ -164,7 +158,7 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
                                              struct ompi_communicator_t* comm,
                                              mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
@@ -187,7 +181,7 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
                                struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         /* rbuf is significant only at the root; elsewhere it may be anything,
          * including a device pointer, which must not reach the host module. */
         bool at_root = ompi_comm_rank(comm) == root;
@@ -239,7 +233,7 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                      mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host()) {
+    if (!mca_coll_gpucoll_in_host(m)) {
         bool idev = is_device(inbuf), iodev = is_device(inoutbuf);
         if (idev && iodev) {
             int rc = gpucoll_device_reduce_local(inbuf, inoutbuf, count, dtype, op);
@@ -294,6 +288,8 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->core = NULL;
     m->core_state = 0;
     m->uniform_memory = false;
+    m->asserted_kinds = GPUCOLL_ASSERT_NONE;
+    m->host_depth = 0;
 }
 
 #define GPUCOLL_RELEASE_PREV(name, id)        \

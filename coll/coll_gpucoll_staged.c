@@ -192,9 +192,9 @@ static int gpucoll_call_finish(gpucoll_staged_call_t* c, int rc) {
 /* Calls the saved host function name on host buffers. */
 #define GPUCOLL_HOST_CALL(m, name, ...)                                \
     do {                                                               \
-        mca_coll_gpucoll_enter_host();                                 \
+        mca_coll_gpucoll_enter_host(m);                                \
         rc = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module); \
-        mca_coll_gpucoll_leave_host();                                 \
+        mca_coll_gpucoll_leave_host(m);                                \
         if (OMPI_SUCCESS != rc) goto done;                             \
     } while (0)
 

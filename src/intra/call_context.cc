@@ -52,14 +52,14 @@ Status CallContext::resolve(int p, int which, char** out) {
     // Never trust a peer's description: what we touch lies inside what we
     // mapped (offset + bytes <= claimed size <= mapped size).
     if (desc.size > mapped || desc.offset > desc.size || needed > desc.size - desc.offset) {
-        return set_error(GPUCOLL_ERR_BUFFER,
-                         "rank %d posted buffer %d of call %llu as %llu bytes at offset %llu of a "
-                         "%llu-byte allocation, of which %zu bytes are mapped here; the call needs "
-                         "%zu bytes there",
-                         p, which, static_cast<unsigned long long>(seq),
-                         static_cast<unsigned long long>(needed),
-                         static_cast<unsigned long long>(desc.offset),
-                         static_cast<unsigned long long>(desc.size), mapped, needed);
+        return set_error(
+            GPUCOLL_ERR_BUFFER,
+            "rank %d's buffer %d of call %llu: the call needs %zu bytes at offset %llu of "
+            "what it describes as a %llu-byte allocation, of which %zu bytes are "
+            "mapped here; refusing to read or write past them",
+            p, which, static_cast<unsigned long long>(seq), needed,
+            static_cast<unsigned long long>(desc.offset),
+            static_cast<unsigned long long>(desc.size), mapped);
     }
     *out = static_cast<char*>(addr);
     return kSuccess;

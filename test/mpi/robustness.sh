@@ -21,6 +21,12 @@ for np in 2 3; do
         sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" --inject
 done
 if [ "$TEST_DEVICE" = emu ]; then
+    echo "== a peer that overstates its allocations: every rank fails the call"
+    # shellcheck disable=SC2016
+    run_mpi 3 --mca coll_gpucoll_device emu -- \
+        sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export GPUCOLL_EMU_OVERSTATE_BYTES=65536; exec "$0" "$@"' \
+        "$MPI_TESTDIR/test_robustness" --lie
+    grep -q 'mapped here' "$MPI_OUT" || fail "no message about the peer's descriptor"
     echo "== buffers that do not fit, on the staged path: the rank with the bad buffer fails"
     run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_allreduce_algorithm staged -- \
         "$MPI_TESTDIR/test_robustness" --staged

@@ -16,7 +16,9 @@
  *     around as C's char arithmetic does (Open MPI's op/avx saturates);
  *  7. buffers that do not fit their allocation (a 4 MiB allreduce into 1 MiB,
  *     bcast counts that differ): MPI_ERR_BUFFER on every rank (accelerated)
- *     or on the rank with the bad buffer (--staged), nothing written.
+ *     or on the rank with the bad buffer (--staged), nothing written;
+ *  8. a peer that overstates its allocations (--lie): every rank fails the
+ *     call instead of reading past what it mapped.
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
@@ -206,6 +208,29 @@ static void overrun_is_refused(bool staged) {
     MPI_Comm_free(&c);
 }
 
+/* Rank 1 overstates its allocations (GPUCOLL_EMU_OVERSTATE_BYTES, set by
+ * robustness.sh): its peers must not trust the sizes it posts. The call fails
+ * on every rank; the communicator stages from then on, correct. */
+static void lying_peer_fails_everywhere(void) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    const size_t n = 1 << 18; /* 1 MiB: two-shot, buffers posted to peers */
+    float* v = device_floats(n, 1.0f);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, c);
+    int mine = rc != MPI_SUCCESS, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(all == g_size, "a peer's overstated allocation: %d of %d ranks reported an error", all,
+          g_size);
+    float* w = device_floats(64, 3.0f);
+    rc = MPI_Allreduce(MPI_IN_PLACE, w, 64, MPI_FLOAT, MPI_SUM, c);
+    CHECK(rc == MPI_SUCCESS, "allreduce after the refused peer: rc %d", rc);
+    check_all(w, 64, 3.0f * (float)g_size, "allreduce after the refused peer");
+    gpucoll_free_device(w);
+    gpucoll_free_device(v);
+    MPI_Comm_free(&c);
+}
+
 static void failure_then_staging(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
@@ -270,10 +295,13 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 77;
     }
-    bool staged = false, inject = false; /* --staged: run with allreduce forced staged */
+    /* --staged: allreduce forced staged; --inject: rank 1's copies of
+     * kInjectedBytes fail; --lie: rank 1 overstates its allocations */
+    bool staged = false, inject = false, lie = false;
     for (int i = 1; i < argc; i++) {
         staged |= strcmp(argv[i], "--staged") == 0;
         inject |= strcmp(argv[i], "--inject") == 0;
+        lie |= strcmp(argv[i], "--lie") == 0;
     }
     progress_while_waiting();
     host_capable_kinds_keep_agreement();
@@ -282,6 +310,7 @@ int main(int argc, char** argv) {
      * backend bounds-checks: on a GPU the copy would corrupt memory. */
     if (strcmp(gpucoll_backend(), "emu") == 0) {
         overrun_is_refused(staged);
+        if (lie) lying_peer_fails_everywhere();
         if (inject) { /* robustness.sh sets GPUCOLL_EMU_FAIL_COPY_BYTES on rank 1 */
             failure_then_staging();
             failure_then_free();

@@ -44,6 +44,8 @@ EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
         incomplete_size_ = std::strtoull(v, nullptr, 10);
     if (const char* v = std::getenv("GPUCOLL_EMU_FAIL_COPY_BYTES"))
         fail_copy_bytes_ = std::strtoull(v, nullptr, 10);
+    if (const char* v = std::getenv("GPUCOLL_EMU_OVERSTATE_BYTES"))
+        overstate_bytes_ = std::strtoull(v, nullptr, 10);
 }
 
 Status EmuDevice::current_device(int* ordinal) {
@@ -85,6 +87,9 @@ Status EmuDevice::gpu_identity(int ordinal, GpuIdentity* out) {
 Status EmuDevice::query(const void* ptr, PointerInfo* info) {
     if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu query: info is NULL");
     memory_->query(ptr, info);
+    // Testing aid: a process that overstates its allocations to its peers
+    // (GPUCOLL_EMU_OVERSTATE_BYTES), to check that peers' claims are checked.
+    if (info->type == GPUCOLL_MEM_DEVICE) info->size += overstate_bytes_;
     if (info->type == GPUCOLL_MEM_DEVICE && incomplete_size_ != 0 &&
         info->size == incomplete_size_) {
         // Testing aid: what the cuda backend reports when the driver gives

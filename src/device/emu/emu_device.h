@@ -59,6 +59,9 @@ private:
     // GPUCOLL_EMU_FAIL_COPY_BYTES: copies of exactly this many bytes fail
     // when they run (a device fault in the middle of a call). 0: off.
     size_t fail_copy_bytes_ = 0;
+    // GPUCOLL_EMU_OVERSTATE_BYTES: query() reports every allocation this
+    // many bytes larger than it is (a peer that lies about its buffers).
+    size_t overstate_bytes_ = 0;
 };
 
 }  // namespace gpucoll

@@ -158,6 +158,15 @@ static void char_sums_wrap_around(void) {
     gpucoll_free_device(d);
 }
 
+/* A device allreduce on c after a failed call: succeeds, correct. */
+static void still_works(MPI_Comm c, const char* when) {
+    float* v = device_floats(64, 2.0f);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, 64, MPI_FLOAT, MPI_SUM, c);
+    CHECK(rc == MPI_SUCCESS, "allreduce %s: rc %d", when, rc);
+    check_all(v, 64, 2.0f * (float)g_size, when);
+    gpucoll_free_device(v);
+}
+
 /* Copies of this size fail on rank 1 (GPUCOLL_EMU_FAIL_COPY_BYTES, set by
  * robustness.sh): a fault in the middle of a call. */
 enum { kInjectedBytes = 4093 };
@@ -196,12 +205,7 @@ static void overrun_is_refused(bool staged) {
               eclass);
         check_all(send, n, 1.0f, "bcast buffer after the refused mismatch");
     }
-    /* the communicator works on */
-    float* v = device_floats(64, 2.0f);
-    rc = MPI_Allreduce(MPI_IN_PLACE, v, 64, MPI_FLOAT, MPI_SUM, c);
-    CHECK(rc == MPI_SUCCESS, "allreduce after the refused calls: rc %d", rc);
-    check_all(v, 64, 2.0f * (float)g_size, "allreduce after the refused calls");
-    gpucoll_free_device(v);
+    still_works(c, "after the refused calls");
     gpucoll_free_device(neighbour);
     gpucoll_free_device(recv);
     gpucoll_free_device(send);
@@ -222,11 +226,7 @@ static void lying_peer_fails_everywhere(void) {
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK(all == g_size, "a peer's overstated allocation: %d of %d ranks reported an error", all,
           g_size);
-    float* w = device_floats(64, 3.0f);
-    rc = MPI_Allreduce(MPI_IN_PLACE, w, 64, MPI_FLOAT, MPI_SUM, c);
-    CHECK(rc == MPI_SUCCESS, "allreduce after the refused peer: rc %d", rc);
-    check_all(w, 64, 3.0f * (float)g_size, "allreduce after the refused peer");
-    gpucoll_free_device(w);
+    still_works(c, "after the refused peer");
     gpucoll_free_device(v);
     MPI_Comm_free(&c);
 }

@@ -266,7 +266,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
     mine.ok = scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
               device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
               cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
-              device_->create_stream(&stream_) == kSuccess;
+              (!pipelined_ || device_->create_stream(&stream_) == kSuccess);
     std::vector<Exported> all;
     GPUCOLL_TRY(allgather(bs, mine, &all));
     bool ok = true;

@@ -135,6 +135,8 @@ public:
     bool device_flags() const { return device_flags_; }
     // Ranks of this communicator that share their GPU with another rank.
     bool gpu_shared() const { return gpu_shared_; }
+    // The communicator's non-blocking stream; only pipelined communicators
+    // have one (nullptr otherwise).
     Stream* stream() const { return stream_.get(); }
     // Device work of a call goes to stream() (device flags, or pipelined
     // host flags) rather than being issued and waited for one by one.

@@ -179,6 +179,7 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
 
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                                 gpucoll_call_t* call, bool any_device, bool all_device) {
+    if (OMPI_COMM_IS_INTER(comm)) return OMPI_ERR_NOT_AVAILABLE; /* staged or delegated */
     gpucoll_comm_t* core = gpucoll_core(m, comm);
     if (NULL == core) return OMPI_ERR_NOT_AVAILABLE;
     if (GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds && any_device) {

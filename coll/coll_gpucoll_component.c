@@ -277,12 +277,9 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
                         c->backend_ready ? "negative priority" : "no device backend");
         return NULL;
     }
-    if (OMPI_COMM_IS_INTER(comm)) {
-        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
-                        "comm %s (cid %u): not used (intercommunicator)", comm->c_name,
-                        comm->c_contextid);
-        return NULL;
-    }
+    /* Intercommunicators get a module too, without the accelerated path:
+     * device buffers are staged (allreduce, bcast, allgather, reduce) or
+     * refused with an error (reduce_scatter), never handed to coll/inter. */
     mca_coll_gpucoll_module_t* m = mca_coll_gpucoll_module_new(comm);
     if (NULL == m) return NULL;
     *priority = c->priority;

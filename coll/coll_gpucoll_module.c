@@ -116,6 +116,18 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
                      rdtype, comm);
 }
 
+/* reduce_scatter on intercommunicators (each group's reduction scattered
+ * over the other group) is not staged yet: device buffers there get an
+ * error before Open MPI's coll/inter could touch them. */
+static int gpucoll_refuse_inter(struct ompi_communicator_t* comm, const char* coll) {
+    GPUCOLL_ERROR(
+        "%s on device buffers over intercommunicator %s is not supported by gpucoll "
+        "(coll/inter would read device memory on the CPU); merge the groups "
+        "(MPI_Intercomm_merge) or stage the buffers yourself",
+        coll, comm->c_name);
+    return MPI_ERR_UNSUPPORTED_OPERATION;
+}
+
 static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        struct ompi_communicator_t* comm,
@@ -145,6 +157,7 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
         if (counts != stack_counts) free(counts);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
+            if (OMPI_COMM_IS_INTER(comm)) return gpucoll_refuse_inter(comm, "reduce_scatter");
             return mca_coll_gpucoll_staged_reduce_scatter(sbuf, sdev, rbuf, rdev, rcounts, dtype,
                                                           op, comm, m);
         }
@@ -169,6 +182,7 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
             mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
+            if (OMPI_COMM_IS_INTER(comm)) return gpucoll_refuse_inter(comm, "reduce_scatter_block");
             return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, sdev, rbuf, rdev, rcount,
                                                                 dtype, op, comm, m);
         }
@@ -183,13 +197,20 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         /* rbuf is significant only at the root; elsewhere it may be anything,
-         * including a device pointer, which must not reach the host module. */
-        bool at_root = ompi_comm_rank(comm) == root;
+         * including a device pointer, which must not reach the host module.
+         * Intercommunicators: MPI_ROOT receives, the other group sends,
+         * MPI_PROC_NULL (the rest of the root's group) does neither. */
+        const bool inter = OMPI_COMM_IS_INTER(comm);
+        bool at_root = inter ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
         bool sdev = is_device(sbuf);
         bool rdev = is_device(rbuf);
         if (!at_root && rdev) {
             rbuf = NULL;
             rdev = false;
+        }
+        if (inter && root < 0 && sdev) { /* sbuf is not significant there either */
+            sbuf = NULL;
+            sdev = false;
         }
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,

@@ -225,13 +225,17 @@ int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* 
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
     gpucoll_staged_call_t c;
     int rc;
-    bool at_root = ompi_comm_rank(comm) == root;
+    /* Intercommunicators: MPI_ROOT sends, MPI_PROC_NULL (the root's group)
+     * does nothing, the other group receives. */
+    const bool inter = OMPI_COMM_IS_INTER(comm);
+    const bool at_root = inter ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
+    const bool receives = inter ? root >= 0 : !at_root;
     size_t n = (size_t)count;
     gpucoll_call_begin(&c, GPUCOLL_COLL_BCAST);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, buf, true, n, dtype));
+    GPUCOLL_TRY(gpucoll_stage(&c, 0, buf, at_root || receives, n, dtype));
     GPUCOLL_TRY(gpucoll_copy_in_if(&c, 0, at_root, n, dtype));
     GPUCOLL_HOST_CALL(m, bcast, c.buf[0].host, count, dtype, root, comm);
-    if (!at_root) GPUCOLL_TRY(gpucoll_copy_out(&c, 0, n, dtype));
+    if (receives) GPUCOLL_TRY(gpucoll_copy_out(&c, 0, n, dtype));
 done:
     return gpucoll_call_finish(&c, rc);
 }
@@ -244,7 +248,10 @@ int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
     gpucoll_staged_call_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
-    size_t rtotal = (size_t)ompi_comm_size(comm) * (size_t)rcount;
+    /* Intercommunicators: one block per rank of the remote group. */
+    const int senders =
+        OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    size_t rtotal = (size_t)senders * (size_t)rcount;
     gpucoll_call_begin(&c, GPUCOLL_COLL_ALLGATHER);
     GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, (size_t)scount, sdtype));
     GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rtotal, rdtype));

@@ -106,14 +106,14 @@ Status CallContext::wait_peer(int peer, uint64_t step) {
 Status CallContext::finish() {
     if (device_flags_) {
         GPUCOLL_TRY(signal(kStepDone));
-        GPUCOLL_TRY(comm.wait_stream());
+        GPUCOLL_TRY(comm.wait_stream(seq));
         // A peer that failed this call released our device waits with its
         // flag: what we computed is not to be trusted.
         if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
     } else if (stream_ != nullptr) {
-        GPUCOLL_TRY(comm.wait_stream());
+        GPUCOLL_TRY(comm.wait_stream(seq));
         GPUCOLL_TRY(comm.publish_reached());  // everything: the stream is idle
         // A peer that failed this call may have published steps before its
         // failure showed: what we read from it is not to be trusted.

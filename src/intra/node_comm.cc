@@ -338,12 +338,20 @@ char* NodeComm::scratch_slot(int p, uint64_t seq) const {
 
 uint64_t* NodeComm::flag(int p) const { return reinterpret_cast<uint64_t*>(peer_scratch_[p]); }
 
-Status NodeComm::wait_stream() {
+Status NodeComm::wait_stream(uint64_t seq) {
     // Poll rather than block: Open MPI's communication must progress meanwhile.
+    bool released = false;
     for (unsigned spins = 0;; ++spins) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
         if (complete) return stream_->synchronize();
+        if (device_flags_ && !released &&
+            segment_.header().abort.load(std::memory_order_acquire) == seq) {
+            for (int p = 0; p < size_; ++p)
+                if (p != rank_)
+                    (void)device_->write_flag(flag(p), progress_word(seq, kStepDone), nullptr);
+            released = true;
+        }
         if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
         sched_yield();
     }
@@ -362,7 +370,7 @@ int NodeComm::fail(Status s, uint64_t seq) {
         // peers that, in turn, wait on us). Host flags: the queued work must
         // end before we return, and steps not yet published never are.
         if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
-        wait_stream();
+        wait_stream(seq);
         // Step writes still queued when we failed ran during the wait and
         // may have put a lower value over kStepDone: write it again, now
         // that nothing is queued behind it.

@@ -142,7 +142,11 @@ public:
     // host flags) rather than being issued and waited for one by one.
     bool pipelined() const { return pipelined_; }
     // Waits for the stream's work, calling the progress function meanwhile.
-    Status wait_stream();
+    // With device flags, once call seq is aborted (a peer failed it), our
+    // stream's waits on peers are released by writing their flags through
+    // our mappings: a peer that failed without writing its own (a sticky
+    // device error) must not leave us waiting forever.
+    Status wait_stream(uint64_t seq);
     // Host flags with a stream: publishes progress word once the work
     // enqueued so far has finished (a marker behind it; checked while this
     // rank waits for its peers, and at the end of the call).

@@ -80,12 +80,16 @@ public:
         if (previous_ >= 0) (void)cudaSetDevice(previous_);
     }
 
-    Status enter(int device) {
+    // make_context_current: call cudaSetDevice even when device is already
+    // the current one: it makes the primary context current on this thread
+    // (CUDA 12 and later), which driver-API calls on the legacy stream need
+    // (cudaGetDevice alone does not).
+    Status enter(int device, bool make_context_current = false) {
         int current = -1;
         GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
-        if (current == device) return kSuccess;
+        if (current == device && !make_context_current) return kSuccess;
         GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
-        previous_ = current;
+        if (current != device) previous_ = current;
         return kSuccess;
     }
 

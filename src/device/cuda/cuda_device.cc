@@ -53,6 +53,7 @@ class DriverApi {
 public:
     Status load() {
         GPUCOLL_TRY(resolve("cuPointerGetAttribute", &pointer_get_attribute_));
+        GPUCOLL_TRY(resolve("cuMemGetAddressRange", &mem_get_address_range_));
         GPUCOLL_TRY(resolve("cuPointerGetAttributes", &pointer_get_attributes_));
         GPUCOLL_TRY(resolve("cuDeviceGetUuid", &device_get_uuid_));
         GPUCOLL_TRY(resolve("cuDeviceGetAttribute", &device_get_attribute_));
@@ -109,6 +110,13 @@ public:
         return s;
     }
 
+    // The device holding ptr (device memory only).
+    Status ordinal(const void* ptr, int* out) const {
+        return check(
+            pointer_get_attribute_(out, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, device_address(ptr)),
+            "cuPointerGetAttribute(DEVICE_ORDINAL, %p)", ptr);
+    }
+
     // The device's UUID (16 bytes): which ranks share a GPU.
     Status uuid(int ordinal, unsigned char out[16]) const {
         CUuuid u{};
@@ -136,6 +144,17 @@ public:
         return check(stream_wait_value64_(reinterpret_cast<CUstream>(stream), device_address(flag),
                                           value, CU_STREAM_WAIT_VALUE_GEQ),
                      "cuStreamWaitValue64(%p)", static_cast<const void*>(flag));
+    }
+
+    // The mapped allocation holding ptr (needs the owning device's context
+    // current). For stream-ordered pool and virtual-memory allocations the
+    // pointer attributes give the reserved range, not the allocation.
+    Status address_range(const void* ptr, uintptr_t* base, size_t* size) const {
+        CUdeviceptr b = 0;
+        GPUCOLL_TRY(check(mem_get_address_range_(&b, size, device_address(ptr)),
+                          "cuMemGetAddressRange(%p)", ptr));
+        *base = static_cast<uintptr_t>(b);
+        return kSuccess;
     }
 
     Status buffer_id(const void* ptr, uint64_t* id) const {
@@ -185,6 +204,7 @@ private:
     Status check(CUresult r, const char* what, ...) const __attribute__((format(printf, 3, 4)));
 
     PFN_cuPointerGetAttribute_v4000 pointer_get_attribute_ = nullptr;
+    PFN_cuMemGetAddressRange_v3020 mem_get_address_range_ = nullptr;
     PFN_cuPointerGetAttributes_v7000 pointer_get_attributes_ = nullptr;
     PFN_cuDeviceGetUuid_v11040 device_get_uuid_ = nullptr;
     PFN_cuDeviceGetAttribute_v2000 device_get_attribute_ = nullptr;
@@ -476,7 +496,16 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     if (ptr == nullptr) return kSuccess;
     DriverApi::Attributes a;
     bool type_known = false;
-    const Status s = driver_.attributes(ptr, &a, &type_known);
+    Status s = driver_.attributes(ptr, &a, &type_known);
+    if (s != kSuccess && type_known && a.memory_type == CU_MEMORYTYPE_DEVICE) {
+        // Some attributes may want a current context (a thread that has made
+        // no CUDA call yet): try once more on the pointer's device.
+        int ordinal = -1;
+        ScopedDevice on_device;
+        if (driver_.ordinal(ptr, &ordinal) == kSuccess &&
+            on_device.enter(ordinal, /*make_context_current=*/true) == kSuccess)
+            s = driver_.attributes(ptr, &a, &type_known);
+    }
     // Pinned, managed and unregistered host memory are all reachable by the host.
     if (a.memory_type != CU_MEMORYTYPE_DEVICE || (s == kSuccess && a.is_managed != 0)) {
         return type_known ? kSuccess : s;
@@ -492,6 +521,23 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     info->base = reinterpret_cast<void*>(static_cast<uintptr_t>(a.start));
     info->size = a.size;
     info->buffer_id = a.buffer_id;
+    {
+        // The allocation itself, as cuMemGetAddressRange reports it (what
+        // ran on the H100): for pool (cudaMallocAsync) and virtual-memory
+        // allocations the range attributes above describe the reserved
+        // range, and for cudaMalloc(1) they may round. Device memory only:
+        // host pointers cost the one call above.
+        ScopedDevice on_device;
+        uintptr_t base = 0;
+        size_t size = 0;
+        if (on_device.enter(a.ordinal) != kSuccess ||
+            driver_.address_range(ptr, &base, &size) != kSuccess) {
+            info->complete = false;  // staged (last_error() says why)
+            return kSuccess;
+        }
+        info->base = reinterpret_cast<void*>(base);
+        info->size = size;
+    }
     if (info->size == 1) {
         std::lock_guard<std::mutex> lock(zero_sized_mutex_);
         if (zero_sized_.count(info->buffer_id) != 0) info->size = 0;
@@ -676,7 +722,7 @@ Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
     else
         GPUCOLL_TRY(owning_device(flag, &device));
     ScopedDevice on_device;
-    GPUCOLL_TRY(on_device.enter(device));
+    GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
     if (flags_without_compute(device))
         GPUCOLL_TRY(driver_.stream_write(s, flag, value));
@@ -693,9 +739,9 @@ Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* strea
     if (cuda_stream != nullptr)
         device = cuda_stream->device();
     else
-        GPUCOLL_TRY(current_device(&device));
+        GPUCOLL_TRY(owning_device(flag, &device));
     ScopedDevice on_device;
-    GPUCOLL_TRY(on_device.enter(device));
+    GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
     if (flags_without_compute(device))
         GPUCOLL_TRY(driver_.stream_wait(s, flag, value));
@@ -778,7 +824,9 @@ Status CudaDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMappin
     // The size comes from the peer: check it against what was mapped.
     DriverApi::Attributes a;
     bool type_known = false;
-    if (driver_.attributes(address, &a, &type_known) == kSuccess && wire.size > a.size) {
+    // Unverifiable is refused too (the mapping closes on return).
+    GPUCOLL_TRY(driver_.attributes(address, &a, &type_known));
+    if (wire.size > a.size) {
         return set_error(GPUCOLL_ERR_BUFFER,
                          "cuda ipc_import: pid %d describes its allocation as %llu bytes, but the "
                          "mapping holds %zu",

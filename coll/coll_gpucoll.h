@@ -192,6 +192,11 @@ static inline bool mca_coll_gpucoll_in_host(const mca_coll_gpucoll_module_t* m) 
  * OMPI_ERR_NOT_AVAILABLE when it declined (the same answer on every rank:
  * stage or delegate as usual), or an error.
  * ------------------------------------------------------------------------- */
+/* A call in which this rank passes no device memory: posts its decline to
+ * the accelerated path (the other ranks may be waiting for it), without
+ * describing the call. OMPI_SUCCESS, or an error if a peer failed it. */
+int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                             gpucoll_coll_t coll);
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                                 gpucoll_call_t* call, bool any_device, bool all_device);
 /* Fills call->dtype/op/eligible for a reduction of a predefined type and op. */

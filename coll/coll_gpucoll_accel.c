@@ -177,6 +177,16 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
                      ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
 }
 
+int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                             gpucoll_coll_t coll) {
+    if (OMPI_COMM_IS_INTER(comm) || m->uniform_memory) return OMPI_SUCCESS;
+    gpucoll_comm_t* core = gpucoll_core(m, comm);
+    if (NULL == core) return OMPI_SUCCESS;
+    int rc = gpucoll_comm_decline(core);
+    if (GPUCOLL_DECLINED == rc) return OMPI_SUCCESS;
+    return mca_coll_gpucoll_core_error(gpucoll_coll_name(coll), rc);
+}
+
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                                 gpucoll_call_t* call, bool any_device, bool all_device) {
     if (OMPI_COMM_IS_INTER(comm)) return OMPI_ERR_NOT_AVAILABLE; /* staged or delegated */

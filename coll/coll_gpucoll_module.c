@@ -47,6 +47,17 @@ static inline bool all_device(const void* sbuf, bool sdev, bool rdev) {
         return rc_;                                                                        \
     } while (0)
 
+/* No device buffer on this rank: post the decline (peers may wait for it)
+ * and go to the saved function, without describing the call. */
+#define GPUCOLL_HOST_FAST_PATH(any_device, coll_id)                      \
+    do {                                                                 \
+        if (!(any_device)) {                                             \
+            int rc_fast_ = mca_coll_gpucoll_decline(m, comm, (coll_id)); \
+            if (OMPI_SUCCESS != rc_fast_) return rc_fast_;               \
+            goto delegate;                                               \
+        }                                                                \
+    } while (0)
+
 /* ---------------------------------------------------------------------------
  * Entry points
  * ------------------------------------------------------------------------- */
@@ -58,6 +69,7 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLREDUCE,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
                                .recvbuf = rbuf,
@@ -71,6 +83,7 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                                      m);
         }
     }
+delegate:
     GPUCOLL_DELEGATE(m, allreduce, GPUCOLL_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, comm);
 }
 
@@ -79,12 +92,14 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool dev = is_device(buf);
+        GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
         mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
         int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev, dev);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
+delegate:
     GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, buf, count, dtype, root, comm);
 }
 
@@ -95,6 +110,7 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLGATHER,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
                                .recvbuf = rbuf};
@@ -112,6 +128,7 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
                                                      rdtype, comm, m);
         }
     }
+delegate:
     GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
                      rdtype, comm);
 }
@@ -135,6 +152,7 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER);
         int size = ompi_comm_size(comm), rc;
         size_t stack_counts[64];
         size_t* counts = size <= 64 ? stack_counts : malloc(sizeof(size_t) * (size_t)size);
@@ -162,6 +180,7 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
                                                           op, comm, m);
         }
     }
+delegate:
     GPUCOLL_DELEGATE(m, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcounts, dtype, op,
                      comm);
 }
@@ -173,6 +192,7 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
                                .recvbuf = rbuf,
@@ -187,6 +207,7 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
                                                                 dtype, op, comm, m);
         }
     }
+delegate:
     GPUCOLL_DELEGATE(m, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcount,
                      dtype, op, comm);
 }
@@ -212,6 +233,7 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
             sbuf = NULL;
             sdev = false;
         }
+        GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE,
                                .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
                                .recvbuf = at_root ? rbuf : NULL,
@@ -226,6 +248,7 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
                                                   comm, m);
         }
     }
+delegate:
     GPUCOLL_DELEGATE(m, reduce, GPUCOLL_COLL_REDUCE, sbuf, rbuf, count, dtype, op, root, comm);
 }
 

@@ -312,8 +312,8 @@ GPUCOLL_EXPORT int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap,
 GPUCOLL_EXPORT void gpucoll_comm_destroy(gpucoll_comm_t* comm);
 
 /* One collective call. Every rank of the communicator calls gpucoll_comm_run
- * for every call of the collective, whatever memory it passes, unless the
- * communicator was created with uniform_memory. */
+ * (or, passing no device memory, gpucoll_comm_decline) for every call of the
+ * collective, unless the communicator was created with uniform_memory. */
 typedef struct gpucoll_call {
     gpucoll_coll_t coll;
     const void* sendbuf;   /* NULL: MPI_IN_PLACE (or no send buffer: bcast) */
@@ -338,6 +338,11 @@ typedef struct gpucoll_call {
  *                     buffers: staging) — the same answer on every rank;
  *   other             failure (every rank fails, no hang). */
 GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call);
+/* The cheap form of gpucoll_comm_run for a rank that passes no device
+ * memory in this call: posts its decline and returns GPUCOLL_DECLINED (or an
+ * error if a peer failed this very call). Every rank makes one of the two
+ * calls for every collective call on the communicator. */
+GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
 
 #ifdef __cplusplus
 }

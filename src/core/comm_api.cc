@@ -46,6 +46,12 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
 
 void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> owned(comm); }
 
+int gpucoll_comm_decline(gpucoll_comm_t* comm) {
+    if (comm == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
+    return comm->node->decline();
+}
+
 int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call) {
     if (comm == nullptr || call == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_run: NULL argument");

@@ -550,23 +550,28 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
     segment_.slot(rank_).progress.store(progress_word(seq, 0), std::memory_order_release);
 }
 
+int NodeComm::decline() {
+    // Every rank posts every call (host-buffer ranks through here, without
+    // looking at the call), so the sequence numbers stay equal everywhere.
+    const uint64_t seq = ++seq_;
+    post(seq, PostKind::Decline, nullptr, nullptr);
+    if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a peer failed this gpucoll collective; see its error output");
+    return GPUCOLL_DECLINED;
+}
+
 int NodeComm::run(const gpucoll_call_t& call) {
     const size_t elem = reduce::dtype_size(call.dtype);
-    if (elem == 0) return GPUCOLL_DECLINED;  // the same on every rank for a valid call
     const char* why = "";
     const gpucoll_algorithm_t algo =
-        select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
-    if (algo == GPUCOLL_ALGO_STAGED) return GPUCOLL_DECLINED;  // by size or configuration
-
-    const uint64_t seq = ++seq_;
+        elem == 0 ? GPUCOLL_ALGO_STAGED
+                  : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
+    // Staged by size or configuration (the same decision on every rank that
+    // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.header().abort.load(std::memory_order_acquire);
-    if (poisoned_ || failed != 0) {  // a rank failed a call: everyone declines from then on
-        post(seq, PostKind::Decline, nullptr, nullptr);
-        if (seq == failed)
-            return set_error(GPUCOLL_ERR_INTERNAL,
-                             "a peer failed this gpucoll collective; see its error output");
-        return GPUCOLL_DECLINED;
-    }
+    if (algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) return decline();
+    const uint64_t seq = ++seq_;
     Prepared prepared;
     PostKind kind = PostKind::Decline;
     std::string refusal;

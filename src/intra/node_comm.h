@@ -109,6 +109,8 @@ public:
 
     // gpucoll_comm_run: GPUCOLL_SUCCESS, GPUCOLL_DECLINED or an error.
     int run(const gpucoll_call_t& call);
+    // gpucoll_comm_decline: this rank posts its decline for the next call.
+    int decline();
 
     // This process's address of a communicator-owned buffer (temp, copies)
     // that rank p posted; mapped once per communicator, unmapped at teardown.

@@ -179,9 +179,9 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
 
 int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                              gpucoll_coll_t coll) {
-    if (OMPI_COMM_IS_INTER(comm) || m->uniform_memory) return OMPI_SUCCESS;
-    gpucoll_comm_t* core = gpucoll_core(m, comm);
-    if (NULL == core) return OMPI_SUCCESS;
+    if (OMPI_COMM_IS_INTER(comm)) return OMPI_SUCCESS;
+    gpucoll_comm_t* core = gpucoll_core(m, comm); /* created at the first call, on every rank */
+    if (NULL == core || m->uniform_memory) return OMPI_SUCCESS; /* host calls skip the core */
     int rc = gpucoll_comm_decline(core);
     if (GPUCOLL_DECLINED == rc) return OMPI_SUCCESS;
     return mca_coll_gpucoll_core_error(gpucoll_coll_name(coll), rc);

@@ -2,7 +2,7 @@
 # robustness.sh - the accelerated path never hangs and never disagrees:
 #  1. test_robustness (progress while waiting, host-capable memory kinds in the
 #     info key, a failure after posting, then staging or an immediate
-#     MPI_Comm_free) at 2 and 3 ranks, host and device flags, with Open MPI's
+#     MPI_Comm_free) at 2, 3 and 4 ranks, host and device flags, with Open MPI's
 #     copy-in/out shared memory (no CMA): a large send then needs the
 #     sender's progress;
 #     memory of unknown range staged (emu, GPUCOLL_EMU_INCOMPLETE_SIZE);
@@ -15,7 +15,7 @@ set -eu
 
 # Rank 1's copies of 4093 bytes fail when they run (emu fault injection).
 inject_rank1='[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export GPUCOLL_EMU_FAIL_COPY_BYTES=4093; exec "$0" "$@"'
-for np in 2 3; do
+for np in 2 3 4; do
     # shellcheck disable=SC2016
     run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca btl_vader_single_copy_mechanism none -- \
         sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" --inject

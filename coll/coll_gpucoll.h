@@ -186,9 +186,9 @@ static inline bool mca_coll_gpucoll_in_host(const mca_coll_gpucoll_module_t* m) 
 
 /* ---------------------------------------------------------------------------
  * Accelerated path (coll_gpucoll_accel.c): device-to-device inside a node.
- * call describes the collective; any_device / all_device: whether some / all
- * of the buffers this rank uses are device memory (not all: this rank declines,
- * without the core querying pointers again). Returns OMPI_SUCCESS when the core did the call,
+ * call describes the collective; all_device: whether all of the buffers this
+ * rank uses are device memory (not all: this rank declines). Returns
+ * OMPI_SUCCESS when the core did the call,
  * OMPI_ERR_NOT_AVAILABLE when it declined (the same answer on every rank:
  * stage or delegate as usual), or an error.
  * ------------------------------------------------------------------------- */
@@ -197,8 +197,9 @@ static inline bool mca_coll_gpucoll_in_host(const mca_coll_gpucoll_module_t* m) 
  * describing the call. OMPI_SUCCESS, or an error if a peer failed it. */
 int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                              gpucoll_coll_t coll);
+/* For a call in which this rank passes some device memory. */
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
-                                gpucoll_call_t* call, bool any_device, bool all_device);
+                                gpucoll_call_t* call, bool all_device);
 /* Fills call->dtype/op/eligible for a reduction of a predefined type and op. */
 void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datatype_t* dtype,
                                          struct ompi_op_t* op);

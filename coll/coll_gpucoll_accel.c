@@ -188,11 +188,11 @@ int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communica
 }
 
 int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
-                                gpucoll_call_t* call, bool any_device, bool all_device) {
+                                gpucoll_call_t* call, bool all_device) {
     if (OMPI_COMM_IS_INTER(comm)) return OMPI_ERR_NOT_AVAILABLE; /* staged or delegated */
     gpucoll_comm_t* core = gpucoll_core(m, comm);
     if (NULL == core) return OMPI_ERR_NOT_AVAILABLE;
-    if (GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds && any_device) {
+    if (GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds) {
         /* The others skip the core (host memory asserted): join them on the
          * host path, staged. Correct, and no hang. */
         GPUCOLL_ERROR(
@@ -201,7 +201,6 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
             comm->c_name, gpucoll_coll_name(call->coll));
         return OMPI_ERR_NOT_AVAILABLE;
     }
-    if (m->uniform_memory && !any_device) return OMPI_ERR_NOT_AVAILABLE;
     call->eligible = call->eligible && all_device;
     call->on_device = all_device;
     int rc = gpucoll_comm_run(core, call);

@@ -75,8 +75,7 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                .recvbuf = rbuf,
                                .count = (size_t)count};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc =
-            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allreduce(sbuf, sdev, rbuf, rdev, count, dtype, op, comm,
@@ -95,7 +94,7 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
         gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
         mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev, dev);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
@@ -120,8 +119,7 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
             mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
             call.eligible = call.eligible && send.eligible && send.count == call.count;
         }
-        int rc =
-            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             return mca_coll_gpucoll_staged_allgather(sbuf, sdev, scount, sdtype, rbuf, rdev, rcount,
@@ -170,8 +168,8 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
         }
         /* A zero block out of place: the receive buffer is not used at all. */
         bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
-        rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev,
-                                         all_device(sbuf, sdev, rsig ? rdev : true));
+        rc =
+            mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rsig ? rdev : true));
         if (counts != stack_counts) free(counts);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
@@ -198,8 +196,7 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
                                .recvbuf = rbuf,
                                .count = (size_t)rcount};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc =
-            mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev, all_device(sbuf, sdev, rdev));
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
             if (OMPI_COMM_IS_INTER(comm)) return gpucoll_refuse_inter(comm, "reduce_scatter_block");
@@ -240,7 +237,7 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
                                .count = (size_t)count,
                                .root = root};
         mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, sdev || rdev,
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call,
                                              all_device(sbuf, sdev, at_root ? rdev : true));
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {

@@ -10,6 +10,11 @@ namespace gpucoll::intra {
 Status IpcCache::describe(Device* device, const void* ptr, BufferDesc* desc) {
     PointerInfo info;
     GPUCOLL_TRY(device->query(ptr, &info));
+    return describe(device, ptr, info, desc);
+}
+
+Status IpcCache::describe(Device* device, const void* ptr, const PointerInfo& info,
+                          BufferDesc* desc) {
     if (info.type != GPUCOLL_MEM_DEVICE)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "IPC export of %p: not device memory", ptr);
     if (!info.complete) {

@@ -28,6 +28,8 @@ public:
     // Fills desc so that a peer can reach ptr (device memory of this process).
     // GPUCOLL_ERR_UNSUPPORTED if the backend cannot export that memory.
     Status describe(Device* device, const void* ptr, BufferDesc* desc);
+    // The same, for a pointer the caller has just queried (info).
+    Status describe(Device* device, const void* ptr, const PointerInfo& info, BufferDesc* desc);
     // This process's address of the buffer that owner_pid described. *pin
     // keeps the mapping alive while the caller uses it, even if evicted.
     Status resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,

@@ -455,8 +455,9 @@ namespace {
 
 // Device memory whose allocation the backend knows (a pointer the driver
 // describes only partly is device memory, but only the staged path takes it).
-Status check_device(Device* d, const void* p, size_t bytes, const char* which) {
-    PointerInfo info;
+// *out: what the query said (prepare describes the buffer from it).
+Status check_device(Device* d, const void* p, size_t bytes, const char* which, PointerInfo* out) {
+    PointerInfo& info = *out;
     if (p == nullptr || d->query(p, &info) != kSuccess || info.type != GPUCOLL_MEM_DEVICE)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "%s %p: host memory", which, p);
     if (!info.complete) {
@@ -485,11 +486,12 @@ Status NodeComm::describe_internal(const DeviceBuffer& buffer, BufferDesc* desc)
 // Memory IPC cannot export (cudaMallocAsync pools, cuMemCreate) is replaced by
 // an exportable copy: peers work on the copy, and the results are copied back
 // after the call. Local copies only: the bytes between peers stay the same.
-Status NodeComm::describe_or_copy(const void* user, size_t bytes, bool copy_in, DeviceBuffer& copy,
-                                  BufferDesc* desc, const void** used) {
+Status NodeComm::describe_or_copy(const void* user, const PointerInfo& info, size_t bytes,
+                                  bool copy_in, DeviceBuffer& copy, BufferDesc* desc,
+                                  const void** used) {
     *used = user;
     if (user == nullptr || bytes == 0) return kSuccess;  // nobody's to read: not posted
-    const Status s = cache_->describe(device_, user, desc);
+    const Status s = cache_->describe(device_, user, info, desc);
     if (s != GPUCOLL_ERR_UNSUPPORTED) return s;
     GPUCOLL_TRY(grow(copy, bytes));
     if (copy_in) GPUCOLL_TRY(device_->memcpy(copy.data(), user, bytes, nullptr));
@@ -503,11 +505,12 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     const size_t elem = reduce::dtype_size(call.dtype);
     const BufferBytes bytes = buffer_bytes(call, size_, rank_, elem);
     out->call = call;
+    PointerInfo send_info, recv_info;  // queried once, for the checks and the descriptors
     if (bytes.send != 0)
-        GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer"));
+        GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer", &send_info));
     if (bytes.recv != 0)
-        GPUCOLL_TRY(
-            check_device(device_, call.recvbuf, std::max(bytes.recv, bytes.out), "receive buffer"));
+        GPUCOLL_TRY(check_device(device_, call.recvbuf, std::max(bytes.recv, bytes.out),
+                                 "receive buffer", &recv_info));
     const bool reduction = call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_ALLGATHER;
     if (reduction && !device_->reduce_supported(call.dtype, call.op))
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s %s: no device reduction on this backend",
@@ -519,11 +522,11 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     }
     if (a->posts_buffers) {
         const void* used = nullptr;
-        GPUCOLL_TRY(describe_or_copy(call.sendbuf, bytes.send, true, copy_send_,
+        GPUCOLL_TRY(describe_or_copy(call.sendbuf, send_info, bytes.send, true, copy_send_,
                                      &out->desc[kSendBuf], &used));
         out->call.sendbuf = used;
-        GPUCOLL_TRY(describe_or_copy(call.recvbuf, bytes.recv, bytes.recv_is_input, copy_recv_,
-                                     &out->desc[kRecvBuf], &used));
+        GPUCOLL_TRY(describe_or_copy(call.recvbuf, recv_info, bytes.recv, bytes.recv_is_input,
+                                     copy_recv_, &out->desc[kRecvBuf], &used));
         out->recv_copied = used != call.recvbuf;
         out->call.recvbuf = const_cast<void*>(used);
     }

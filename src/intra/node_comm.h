@@ -135,8 +135,6 @@ public:
     // Device flags for this communicator: decided at creation from the
     // configured mode and which ranks share a GPU (the same on every rank).
     bool device_flags() const { return device_flags_; }
-    // Ranks of this communicator that share their GPU with another rank.
-    bool gpu_shared() const { return gpu_shared_; }
     // The communicator's non-blocking stream; only pipelined communicators
     // have one (nullptr otherwise).
     Stream* stream() const { return stream_.get(); }
@@ -191,8 +189,8 @@ private:
                    Prepared* out);
     // Describes user for peers; memory IPC cannot export is replaced by an
     // exportable copy (copy_in: with the user's contents).
-    Status describe_or_copy(const void* user, size_t bytes, bool copy_in, DeviceBuffer& copy,
-                            BufferDesc* desc, const void** used);
+    Status describe_or_copy(const void* user, const PointerInfo& info, size_t bytes, bool copy_in,
+                            DeviceBuffer& copy, BufferDesc* desc, const void** used);
     Status describe_internal(const DeviceBuffer& buffer, BufferDesc* desc);
     // Grows buffer to at least bytes. The old allocation is kept until
     // teardown: peers may still have it mapped.

@@ -77,20 +77,21 @@ public:
         unsigned int memory_type = 0;  // CUmemorytype, 0: not CUDA memory
         unsigned int is_managed = 0;
         int ordinal = -1;
-        CUdeviceptr start = 0;
-        size_t size = 0;
         unsigned long long buffer_id = 0;
     };
     // kSuccess: all of *a is valid. On failure, a->memory_type is still
     // valid if type_known (the driver could tell the type but not the rest).
     Status attributes(const void* ptr, Attributes* a, bool* type_known) const {
+        // The allocation's range is not among them: for pool and virtual-
+        // memory allocations the range attributes give the reservation, so
+        // device memory asks cuMemGetAddressRange (address_range()).
         CUpointer_attribute names[] = {
-            CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_IS_MANAGED,
-            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-            CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID,
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            CU_POINTER_ATTRIBUTE_BUFFER_ID,
         };
-        void* data[] = {&a->memory_type, &a->is_managed, &a->ordinal,
-                        &a->start,       &a->size,       &a->buffer_id};
+        void* data[] = {&a->memory_type, &a->is_managed, &a->ordinal, &a->buffer_id};
         static_assert(sizeof names / sizeof names[0] == sizeof data / sizeof data[0]);
         *type_known = false;
         const CUresult r = pointer_get_attributes_(sizeof names / sizeof names[0], names, data,
@@ -477,6 +478,7 @@ private:
     }
     // The device holding ptr (device memory), else the current device.
     Status owning_device(const void* ptr, int* ordinal) const;
+    Status flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write);
 
     DriverApi driver_;
     int device_count_;
@@ -518,15 +520,11 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
         return kSuccess;
     }
     info->device = a.ordinal;
-    info->base = reinterpret_cast<void*>(static_cast<uintptr_t>(a.start));
-    info->size = a.size;
     info->buffer_id = a.buffer_id;
     {
         // The allocation itself, as cuMemGetAddressRange reports it (what
-        // ran on the H100): for pool (cudaMallocAsync) and virtual-memory
-        // allocations the range attributes above describe the reserved
-        // range, and for cudaMalloc(1) they may round. Device memory only:
-        // host pointers cost the one call above.
+        // ran on the H100). Device memory only: host pointers cost the one
+        // call above.
         ScopedDevice on_device;
         uintptr_t base = 0;
         size_t size = 0;
@@ -714,25 +712,14 @@ Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t c
 // each other), else one-thread kernels (cuda_flags.cu). Without a stream they
 // run on the legacy default stream of the flag's device and are waited for.
 Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
-    CudaStream* cuda_stream = nullptr;
-    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
-    int device = -1;
-    if (cuda_stream != nullptr)
-        device = cuda_stream->device();
-    else
-        GPUCOLL_TRY(owning_device(flag, &device));
-    ScopedDevice on_device;
-    GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
-    const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
-    if (flags_without_compute(device))
-        GPUCOLL_TRY(driver_.stream_write(s, flag, value));
-    else
-        GPUCOLL_TRY(launch_write_flag(flag, value, s));
-    if (cuda_stream != nullptr) return kSuccess;
-    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a flag write");
+    return flag_op(flag, value, stream, /*write=*/true);
 }
 
 Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) {
+    return flag_op(const_cast<uint64_t*>(flag), value, stream, /*write=*/false);
+}
+
+Status CudaDevice::flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write) {
     CudaStream* cuda_stream = nullptr;
     GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
     int device = -1;
@@ -744,11 +731,13 @@ Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* strea
     GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
     if (flags_without_compute(device))
-        GPUCOLL_TRY(driver_.stream_wait(s, flag, value));
+        GPUCOLL_TRY(write ? driver_.stream_write(s, flag, value)
+                          : driver_.stream_wait(s, flag, value));
     else
-        GPUCOLL_TRY(launch_wait_flag(flag, value, s));
+        GPUCOLL_TRY(write ? launch_write_flag(flag, value, s) : launch_wait_flag(flag, value, s));
     if (cuda_stream != nullptr) return kSuccess;
-    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a peer's flag");
+    return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a flag %s",
+                 write ? "write" : "wait");
 }
 
 Status CudaDevice::ipc_export(void* base, IpcHandle* handle) {
@@ -821,16 +810,16 @@ Status CudaDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMappin
                       "GPUs reach each other?)",
                       static_cast<unsigned long long>(wire.size), wire.device, wire.pid, device));
     auto mapping = std::make_unique<CudaIpcMapping>(address, wire.size, device, true);
-    // The size comes from the peer: check it against what was mapped.
-    DriverApi::Attributes a;
-    bool type_known = false;
-    // Unverifiable is refused too (the mapping closes on return).
-    GPUCOLL_TRY(driver_.attributes(address, &a, &type_known));
-    if (wire.size > a.size) {
+    // The size comes from the peer: check it against what was mapped
+    // (unverifiable is refused too; the mapping closes on return).
+    uintptr_t mapped_base = 0;
+    size_t mapped = 0;
+    GPUCOLL_TRY(driver_.address_range(address, &mapped_base, &mapped));
+    if (wire.size > mapped) {
         return set_error(GPUCOLL_ERR_BUFFER,
                          "cuda ipc_import: pid %d describes its allocation as %llu bytes, but the "
                          "mapping holds %zu",
-                         wire.pid, static_cast<unsigned long long>(wire.size), a.size);
+                         wire.pid, static_cast<unsigned long long>(wire.size), mapped);
     }
     *out = std::move(mapping);
     return kSuccess;

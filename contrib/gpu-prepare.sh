@@ -28,6 +28,8 @@ cd .gpu/build
     --with-cuda-arch="80 90" CFLAGS=-O2 CXXFLAGS=-O2
 make -j"$(nproc)"
 make -j"$(nproc)" check TESTS=   # the test programs, not run here
+# What was built (the lent machine's copy of the tree may carry no history).
+(cd "$top" && git describe --always --dirty 2>/dev/null) >BUILD_COMMIT || true
 # What travels is limited (64 MiB): keep only what runs, stripped.
 find . \( -name '*.o' -o -name '*.a' -o -name '*.lo' -o -name '.deps' \) -prune -exec rm -rf {} +
 rm -f test/unit/test_emu_device  # nothing for a GPU to add to the emu tests

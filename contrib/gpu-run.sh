@@ -57,7 +57,7 @@ export GPUCOLL_BUILDDIR=$B GPUCOLL_SRCDIR=$top MPIRUN=mpirun GPUCOLL_TEST_DEVICE
 
 step_info() {
     date -u
-    git log -1 --format='commit %H %s' 2>/dev/null || echo "commit: unknown (no git)"
+    echo "build: $(cat "$B/BUILD_COMMIT" 2>/dev/null || echo unknown) (contrib/gpu-prepare.sh)"
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,compute_mode,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
     nvidia-smi | sed -n '1,4p'

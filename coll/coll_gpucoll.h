@@ -76,10 +76,14 @@ typedef struct mca_coll_gpucoll_component_t {
     size_t chunk_size;
     int ipc_cache_size;
     size_t ipc_cache_bytes; /* 0: the backend's default */
+    int inter_algorithm;    /* 0 auto, 1 ring, 2 direct */
+    size_t inter_chunk_size;
+    size_t inter_direct_max;
 
     /* state */
-    int output;         /* opal_output stream, verbosity = verbose */
-    bool backend_ready; /* init_query found a device backend */
+    int output;           /* opal_output stream, verbosity = verbose */
+    bool backend_ready;   /* init_query found a device backend */
+    bool thread_multiple; /* MPI_THREAD_MULTIPLE (init_query) */
 } mca_coll_gpucoll_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpucoll_component_t mca_coll_gpucoll_component;

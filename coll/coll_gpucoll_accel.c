@@ -119,6 +119,10 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.uniform_memory = m->uniform_memory;
     config.device_flags = c->device_flags;
     config.host_pipeline = c->host_pipeline;
+    config.inter_algorithm = c->inter_algorithm;
+    config.inter_chunk_bytes = c->inter_chunk_size;
+    config.inter_direct_max_bytes = c->inter_direct_max;
+    config.thread_multiple = c->thread_multiple;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),

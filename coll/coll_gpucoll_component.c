@@ -42,6 +42,9 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .chunk_size = 1024 * 1024,
     .ipc_cache_size = 128,
     .ipc_cache_bytes = 0,
+    .inter_algorithm = 0,
+    .inter_chunk_size = 1024 * 1024,
+    .inter_direct_max = 16 * 1024,
     .output = -1,
     .backend_ready = false,
 };
@@ -61,7 +64,15 @@ static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
     {GPUCOLL_ALGO_AUTO, "auto"},         {GPUCOLL_ALGO_STAGED, "staged"},
     {GPUCOLL_ALGO_ONE_SHOT, "one_shot"}, {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
     {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
-    {GPUCOLL_ALGO_CHAIN, "chain"},       {0, NULL},
+    {GPUCOLL_ALGO_CHAIN, "chain"},       {GPUCOLL_ALGO_HIER, "hier"},
+    {GPUCOLL_ALGO_LEADER, "leader"},     {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_inter_algorithm_values[] = {
+    {0, "auto"},
+    {1, "ring"},
+    {2, "direct"},
+    {0, NULL},
 };
 
 static const mca_base_var_enum_value_t gpucoll_auto_off_on_values[] = {
@@ -114,17 +125,23 @@ static const gpucoll_param_t gpucoll_params[] = {
     {                                                                            \
 #name "_algorithm",                                                      \
             "Algorithm of " #name                                                \
-            " on device buffers inside a node: auto (by size), staged (copy "    \
-            "to host memory and use Open MPI's own algorithm), or " choices ".", \
+            " on device buffers: auto (by size and shape), staged (copy to "     \
+            "host memory and use Open MPI's own algorithm), or " choices ".",    \
             MCA_BASE_VAR_TYPE_INT, gpucoll_algorithm_values, OPAL_INFO_LVL_5,    \
             MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.algorithm[id] \
     }
     GPUCOLL_ALGORITHM_PARAM(allreduce, GPUCOLL_COLL_ALLREDUCE,
                             "one_shot (one round; small), two_shot (reduce-scatter + allgather "
-                            "over all peers; large), ring (neighbours only; PCIe)"),
+                            "over all peers; large), ring (neighbours only; PCIe) inside a "
+                            "node; between nodes hier (intra reduce-scatter, inter allreduce "
+                            "per local rank, intra allgather; equal ranks per node) or leader "
+                            "(through local rank 0 of every node)"),
     GPUCOLL_ALGORITHM_PARAM(bcast, GPUCOLL_COLL_BCAST,
-                            "direct (all read the root), chain (pipelined chain; large)"),
-    GPUCOLL_ALGORITHM_PARAM(allgather, GPUCOLL_COLL_ALLGATHER, "direct (all read all), ring"),
+                            "direct (all read the root), chain (pipelined chain; large) inside "
+                            "a node; between nodes auto picks hier (binomial tree among one "
+                            "rank per node, then intra)"),
+    GPUCOLL_ALGORITHM_PARAM(allgather, GPUCOLL_COLL_ALLGATHER,
+                            "direct (all read all), ring inside a node; between nodes leader"),
     GPUCOLL_ALGORITHM_PARAM(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER,
                             "direct (each reduces its block from all), ring"),
     GPUCOLL_ALGORITHM_PARAM(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
@@ -180,6 +197,26 @@ static const gpucoll_param_t gpucoll_params[] = {
      "memory).",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.ipc_cache_bytes},
+    {"inter_algorithm",
+     "Algorithm between nodes (among the ranks of one local rank, or the node leaders) of "
+     "allreduce on device buffers: auto (direct up to coll_gpucoll_inter_direct_max bytes per "
+     "rank, ring above), ring (reduce-scatter + allgather around the nodes, 2(N-1)/N x S sent "
+     "per rank: bandwidth), direct (every rank sends its block to every other node: one round, "
+     "(N-1) x S: latency).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_inter_algorithm_values, OPAL_INFO_LVL_5,
+     MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.inter_algorithm},
+    {"inter_direct_max",
+     "Largest allreduce block (bytes per rank between nodes) that inter_algorithm auto sends "
+     "directly to every node.",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.inter_direct_max},
+    {"inter_chunk_size",
+     "Pipeline chunk (bytes) between nodes when device memory cannot go to UCX directly (UCX "
+     "without CUDA support, e.g. Debian's): the device-to-host copy of a chunk overlaps the "
+     "network transfer of the previous ones, through a persistent pinned pool of 4 chunks per "
+     "direction and group. With a CUDA-aware UCX, the size of each message.",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.inter_chunk_size},
 };
 
 static int gpucoll_register(void) {
@@ -209,7 +246,10 @@ static int gpucoll_open(void) {
 }
 
 static int gpucoll_close(void) {
-    if (mca_coll_gpucoll_component.backend_ready) gpucoll_staging_release();
+    if (mca_coll_gpucoll_component.backend_ready) {
+        gpucoll_staging_release();
+        gpucoll_finalize(); /* the inter-node transport, before Open MPI's network goes */
+    }
     mca_coll_gpucoll_component.backend_ready = false;
     if (mca_coll_gpucoll_component.output >= 0) {
         opal_output_close(mca_coll_gpucoll_component.output);
@@ -226,8 +266,8 @@ static int gpucoll_close(void) {
  * takes the component out of every communicator at once. */
 int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_threads) {
     (void)enable_progress_threads;
-    (void)enable_mpi_threads;
     mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
+    c->thread_multiple = enable_mpi_threads;
     const char* param = gpucoll_device_values[c->device].string;
 
     /* "auto" lets libgpucoll resolve the environment the same way the

@@ -131,12 +131,14 @@ typedef struct gpucoll_counters {
     /* calls[c][p]: number of calls of collective c that took path p */
     uint64_t calls[GPUCOLL_COLL_COUNT][GPUCOLL_PATH_COUNT];
     uint64_t bytes_staged; /* bytes copied between device and host staging buffers */
-    uint64_t bytes_peer;   /* bytes moved between peers on the accelerated path */
+    uint64_t bytes_peer;   /* bytes moved between peers of a node on the accelerated path */
+    uint64_t bytes_inter;  /* bytes this process sent to other nodes on the accelerated path */
     uint64_t sync_rounds;  /* synchronisation rounds on the accelerated path */
     /* the most recent call of this process */
     gpucoll_coll_t last_coll;
     gpucoll_path_t last_path;
     uint64_t last_bytes_peer;
+    uint64_t last_bytes_inter;
     uint64_t last_sync_rounds;
     char last_algorithm[32]; /* "staged", "delegated", or the algorithm's name */
 } gpucoll_counters_t;
@@ -247,6 +249,12 @@ typedef enum gpucoll_algorithm {
     GPUCOLL_ALGO_RING,     /* allreduce, reduce_scatter, allgather: neighbour ring */
     GPUCOLL_ALGO_DIRECT,   /* reduce_scatter, reduce, allgather, bcast: read peers directly */
     GPUCOLL_ALGO_CHAIN,    /* bcast: pipelined chain */
+    /* Communicators that span nodes: */
+    GPUCOLL_ALGO_HIER,   /* allreduce: intra reduce-scatter, inter allreduce on every rail
+                            (ranks of equal local rank), intra allgather; bcast: inter among
+                            one rank per node, then intra */
+    GPUCOLL_ALGO_LEADER, /* allreduce, allgather: intra to local rank 0, inter among those
+                            leaders, intra back (any number of ranks per node) */
     GPUCOLL_ALGO_COUNT
 } gpucoll_algorithm_t;
 
@@ -292,6 +300,11 @@ typedef struct gpucoll_comm_config {
      * (cuda pipelines; emu, whose "device" is the CPU the ranks poll on,
      * does not). */
     int host_pipeline;
+    /* Between nodes (communicators that span nodes; UCX). */
+    int inter_algorithm;           /* 0 auto, 1 ring, 2 direct (every member to every other) */
+    size_t inter_chunk_bytes;      /* pipeline chunk of device memory staged through host */
+    size_t inter_direct_max_bytes; /* auto: direct up to this many bytes per group member */
+    int thread_multiple; /* 1: calls may come from several threads (MPI_THREAD_MULTIPLE) */
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.
      * Without it a peer blocked in a send that needs our progress would hang. */
@@ -303,9 +316,12 @@ GPUCOLL_EXPORT void gpucoll_comm_config_init(gpucoll_comm_config_t* config);
 
 typedef struct gpucoll_comm gpucoll_comm_t;
 
-/* Collective over the bootstrap's ranks. *out is NULL (and 0 returned) when
- * the accelerated path cannot serve this group (ranks on several nodes, no
- * device backend); every rank then gets NULL. */
+/* Collective over the bootstrap's ranks. Ranks whose node identity differs
+ * (boot id and host name, or the environment variable GPUCOLL_HOSTID where
+ * set) are on different nodes: IPC inside each node, UCX between them.
+ * *out is NULL (and 0 returned) when the accelerated path cannot serve this
+ * group (no device backend; several nodes and no working UCX); every rank
+ * then gets NULL. */
 GPUCOLL_EXPORT int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap,
                                        const gpucoll_comm_config_t* config, gpucoll_comm_t** out);
 /* Local; releases the shared segment, scratch buffers and their mappings. */
@@ -343,6 +359,11 @@ GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* 
  * error if a peer failed this very call). Every rank makes one of the two
  * calls for every collective call on the communicator. */
 GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
+
+/* Shuts the inter-node transport down (endpoints, worker): call once no
+ * communicator is left, before the job's own network goes (the component
+ * does at close). Communicators created after it stay on one node. */
+GPUCOLL_EXPORT void gpucoll_finalize(void);
 
 #ifdef __cplusplus
 }

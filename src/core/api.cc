@@ -206,6 +206,8 @@ int gpucoll_staging_buffer(int slot, size_t bytes, void** host) {
 
 void gpucoll_staging_release(void) { Runtime::instance().staging().release(); }
 
+void gpucoll_finalize(void) { Runtime::instance().release_transport(); }
+
 int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucoll_dtype_t dtype,
                    gpucoll_op_t op) {
     if (!gpucoll::reduce::op_valid(dtype, op))

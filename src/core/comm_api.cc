@@ -1,13 +1,115 @@
-// comm_api.cc - the C interface of communicators (gpucoll_comm_*).
+// comm_api.cc - the C interface of communicators (gpucoll_comm_*): one node
+// (the node communicator alone), or several (a node communicator per node,
+// over a bootstrap of that node's ranks, and the hierarchy between nodes).
+#include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/runtime.h"
 #include "gpucoll.h"
+#include "inter/hierarchy.h"
 #include "intra/node_comm.h"
 
 struct gpucoll_comm {
+    // Declared first: destroyed after the node communicator that uses it.
+    std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
     std::unique_ptr<gpucoll::intra::NodeComm> node;
 };
+
+namespace {
+
+using gpucoll::Status;
+
+// Who a rank is, for the whole communicator: its node, backend and settings.
+struct Identity {
+    char node[96];
+    char backend[8];
+    gpucoll::intra::Settings settings;
+};
+
+// The bootstrap of one node's ranks, on the whole communicator's: every
+// rank of the communicator makes the same calls (each node its own
+// communicator at the same time), and keeps its node's part.
+struct SubBootstrap {
+    const gpucoll_bootstrap_t* parent;
+    std::vector<int> members;  // ranks of the parent, in order
+    std::vector<uint8_t> all;
+
+    static int allgather(void* ctx, const void* send, void* recv, size_t bytes) {
+        auto* sb = static_cast<SubBootstrap*>(ctx);
+        sb->all.resize(bytes * static_cast<size_t>(sb->parent->size));
+        if (sb->parent->allgather(sb->parent->ctx, send, sb->all.data(), bytes) != 0) return -1;
+        for (size_t i = 0; i < sb->members.size(); ++i)
+            std::memcpy(static_cast<uint8_t*>(recv) + i * bytes,
+                        sb->all.data() + static_cast<size_t>(sb->members[i]) * bytes, bytes);
+        return 0;
+    }
+    static int barrier(void* ctx) {
+        auto* sb = static_cast<SubBootstrap*>(ctx);
+        return sb->parent->barrier != nullptr ? sb->parent->barrier(sb->parent->ctx) : 0;
+    }
+};
+
+void log_line(const gpucoll_comm_config_t& c, int rank, int level, const std::string& msg) {
+    if (c.verbose < level) return;
+    if (c.log != nullptr)
+        c.log(level, msg.c_str());
+    else
+        std::fprintf(stderr, "gpucoll[%d]: %s\n", rank, msg.c_str());
+}
+
+Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
+    std::vector<uint8_t> all(static_cast<size_t>(bs.size));
+    const uint8_t mine = ok ? 1 : 0;
+    if (bs.allgather(bs.ctx, &mine, all.data(), 1) != 0)
+        return gpucoll::set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
+    *all_ok = true;
+    for (uint8_t v : all) *all_ok = *all_ok && v == 1;
+    return gpucoll::kSuccess;
+}
+
+// Several nodes: a node communicator per node, then the hierarchy; *out
+// stays null (on every rank) when either cannot be had.
+Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config,
+                            const gpucoll::inter::Topology& topo, gpucoll_comm** out) {
+    SubBootstrap sub{&bs, topo.members[topo.node], {}};
+    const gpucoll_bootstrap_t node_bs{&sub, topo.local, static_cast<int>(sub.members.size()),
+                                      SubBootstrap::allgather, SubBootstrap::barrier};
+    auto comm = std::make_unique<gpucoll_comm>();
+    Status s = gpucoll::intra::NodeComm::create(node_bs, config, &comm->node);
+    if (s != gpucoll::kSuccess) return s;  // the bootstrap failed: everywhere
+    bool all_ok = false;
+    GPUCOLL_TRY(agree(bs, comm->node != nullptr, &all_ok));
+    if (!all_ok) {
+        log_line(config, bs.rank, 1, "accelerated path off: a node could not set up IPC");
+        return gpucoll::kSuccess;
+    }
+    s = gpucoll::inter::Hierarchy::create(bs, topo, config, &comm->node->segment().header().abort,
+                                          &comm->hierarchy);
+    if (s == GPUCOLL_ERR_UNSUPPORTED) {
+        log_line(
+            config, bs.rank, 1,
+            std::string("accelerated path off between nodes (staged): ") + gpucoll::last_error());
+        return gpucoll::kSuccess;
+    }
+    GPUCOLL_TRY(s);
+    comm->node->attach(comm->hierarchy.get());
+    const gpucoll::inter::Group* rail = comm->hierarchy->rail();
+    log_line(config, bs.rank, 1,
+             std::string("between nodes: ") + std::to_string(topo.nodes()) + " nodes, " +
+                 std::to_string(topo.min_ppn) +
+                 (topo.equal_ppn() ? "" : "-" + std::to_string(topo.max_ppn)) +
+                 " ranks per node, over " + comm->hierarchy->description() +
+                 (rail == nullptr  ? ", leaders only (uneven nodes)"
+                  : rail->direct() ? ", device memory straight to UCX"
+                                   : ", device memory staged through pinned host "
+                                     "memory in chunks"));
+    *out = comm.release();
+    return gpucoll::kSuccess;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -23,6 +125,10 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->ipc_cache_bytes = 0;
     config->device_flags = GPUCOLL_FLAGS_AUTO;
     config->host_pipeline = -1;
+    config->inter_algorithm = 0;
+    config->inter_chunk_bytes = size_t{1} << 20;
+    config->inter_direct_max_bytes = size_t{16} << 10;
+    config->thread_multiple = 0;
     config->verbose = 0;
     config->log = nullptr;
 }
@@ -35,8 +141,38 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
     *out = nullptr;
     gpucoll_comm_config_t defaults;
     gpucoll_comm_config_init(&defaults);
+    const gpucoll_comm_config_t& cfg = config ? *config : defaults;
+    const gpucoll_bootstrap_t& bs = *bootstrap;
+
+    // Which ranks share a node, and whether all can take the same decisions.
+    gpucoll::Device* device = gpucoll::Runtime::instance().device();
+    Identity mine{};
+    std::snprintf(mine.node, sizeof mine.node, "%s", gpucoll::intra::node_identity().c_str());
+    std::snprintf(mine.backend, sizeof mine.backend, "%s", device ? device->name() : "none");
+    mine.settings = gpucoll::intra::settings_of(cfg);
+    std::vector<Identity> all(static_cast<size_t>(bs.size));
+    if (bs.allgather(bs.ctx, &mine, all.data(), sizeof mine) != 0)
+        return gpucoll::set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
+    std::vector<std::string> nodes;
+    for (const Identity& id : all) {
+        if (std::strcmp(id.backend, mine.backend) != 0 || std::strcmp(mine.backend, "none") == 0) {
+            log_line(cfg, bs.rank, 1,
+                     "accelerated path off: device backends differ or none is active");
+            return GPUCOLL_SUCCESS;
+        }
+        if (!(id.settings == mine.settings)) {
+            log_line(cfg, bs.rank, 0 /* always */,
+                     "accelerated path off: the coll_gpucoll_* parameters differ between the "
+                     "ranks of this communicator; set them the same everywhere");
+            return GPUCOLL_SUCCESS;
+        }
+        nodes.emplace_back(id.node);
+    }
+    const auto topo = gpucoll::inter::Topology::from_identities(nodes, bs.rank);
+    if (topo.nodes() > 1) return create_between_nodes(bs, cfg, topo, out);
+
     std::unique_ptr<gpucoll::intra::NodeComm> node;
-    int s = gpucoll::intra::NodeComm::create(*bootstrap, config ? *config : defaults, &node);
+    int s = gpucoll::intra::NodeComm::create(bs, cfg, &node);
     if (s != GPUCOLL_SUCCESS || !node) return s;
     auto comm = std::make_unique<gpucoll_comm>();
     comm->node = std::move(node);

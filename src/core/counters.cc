@@ -18,10 +18,12 @@ void counters_record(const CallRecord& r) {
     g_counters.bytes_staged += r.bytes_staged;
     g_counters.bytes_peer += r.bytes_peer;
     g_counters.sync_rounds += r.sync_rounds;
+    g_counters.bytes_inter += r.bytes_inter;
     g_counters.last_coll = r.coll;
     g_counters.last_path = r.path;
     g_counters.last_bytes_peer = r.bytes_peer;
     g_counters.last_sync_rounds = r.sync_rounds;
+    g_counters.last_bytes_inter = r.bytes_inter;
     // Up to the terminator only (strncpy would pad the whole field every call).
     const char* a = r.algorithm != nullptr ? r.algorithm : "";
     const size_t n = strnlen(a, sizeof g_counters.last_algorithm - 1);

@@ -14,6 +14,7 @@ struct CallRecord {
     uint64_t bytes_peer = 0;
     uint64_t sync_rounds = 0;
     const char* algorithm = "";
+    uint64_t bytes_inter = 0;
 };
 
 void counters_record(const CallRecord& r);

@@ -12,6 +12,29 @@ Runtime& Runtime::instance() {
 Runtime::~Runtime() {
     ipc_cache_.clear();
     staging_.release();
+    // UCX may already be torn down by its own destructors at this point:
+    // a transport still open is left to the exit.
+    (void)transport_.release();
+}
+
+Status Runtime::transport(bool thread_multi, inter::Transport** out) {
+    std::lock_guard<std::mutex> lock(transport_mutex_);
+    if (!transport_tried_) {
+        transport_tried_ = true;
+        if (inter::Transport::create(thread_multi, &transport_) != kSuccess)
+            transport_error_ = last_error();
+    }
+    *out = transport_.get();
+    if (transport_ == nullptr)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", transport_error_.c_str());
+    return kSuccess;
+}
+
+void Runtime::release_transport() {
+    std::lock_guard<std::mutex> lock(transport_mutex_);
+    if (transport_ != nullptr) transport_error_ = "the inter-node transport was shut down";
+    transport_.reset();
+    transport_tried_ = true;
 }
 
 std::string backend_from_environment() {

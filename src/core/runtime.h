@@ -10,6 +10,7 @@
 
 #include "core/staging.h"
 #include "device/device.h"
+#include "inter/transport.h"
 #include "intra/ipc_cache.h"
 
 namespace gpucoll {
@@ -35,6 +36,13 @@ public:
 
     StagingPool& staging() { return staging_; }
     intra::IpcCache& ipc_cache() { return ipc_cache_; }
+    // The inter-node transport, started by the first communicator that spans
+    // nodes (thread_multi: MPI_THREAD_MULTIPLE). A failure to start is
+    // remembered: later communicators get the same answer at once.
+    Status transport(bool thread_multi, inter::Transport** out);
+    // Closes the transport's endpoints and worker (gpucoll_finalize): before
+    // the job's own network shuts down, never from a static destructor.
+    void release_transport();
 
 private:
     Runtime() = default;
@@ -48,6 +56,10 @@ private:
     // Declared after device_: destroyed first.
     StagingPool staging_;
     intra::IpcCache ipc_cache_;
+    std::mutex transport_mutex_;
+    std::unique_ptr<inter::Transport> transport_;
+    bool transport_tried_ = false;
+    std::string transport_error_;
 };
 
 // The environment's choice: GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device, else "auto".

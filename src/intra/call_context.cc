@@ -34,7 +34,7 @@ Status CallContext::resolve(int p, int which, char** out) {
         gpucoll_call_t theirs = call;
         const bool p_in_place = comm.post_of(p, seq).buf[kSendBuf].buffer_id == 0;
         theirs.sendbuf = p_in_place ? nullptr : &theirs;  // only its nullness matters
-        const BufferBytes b = buffer_bytes(theirs, size, p, elem);
+        const BufferBytes b = comm.bytes_of(theirs, p);
         needed = which == kSendBuf ? b.send : std::max(b.recv, b.out);
     }
     void* addr = nullptr;
@@ -123,6 +123,13 @@ Status CallContext::finish() {
     }
     comm.segment().slot(rank).progress.store(progress_word(seq, kStepDone),
                                              std::memory_order_release);
+    return kSuccess;
+}
+
+Status CallContext::drain() {
+    if (stream_ == nullptr) return kSuccess;
+    GPUCOLL_TRY(comm.wait_stream(seq));
+    if (!device_flags_) GPUCOLL_TRY(comm.publish_reached());
     return kSuccess;
 }
 

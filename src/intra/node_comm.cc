@@ -5,13 +5,16 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "algo/hierarchical.h"
 #include "core/counters.h"
 #include "core/runtime.h"
 #include "device/reduce_ops.h"
+#include "inter/hierarchy.h"
 #include "intra/algorithms.h"
 
 namespace gpucoll::intra {
@@ -56,27 +59,6 @@ void DeviceBuffer::reset() {
 
 namespace {
 
-// What must be equal on every rank for the ranks to take the same decisions
-// (MCA parameters are per process: nothing else checks that they agree).
-struct Settings {
-    int32_t algorithm[GPUCOLL_COLL_COUNT];
-    int32_t uniform_memory, device_flags, host_pipeline;
-    uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes;
-    bool operator==(const Settings&) const = default;
-};
-
-Settings settings_of(const gpucoll_comm_config_t& c) {
-    Settings s{};
-    for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) s.algorithm[i] = c.algorithm[i];
-    s.uniform_memory = c.uniform_memory;
-    s.device_flags = c.device_flags;
-    s.host_pipeline = c.host_pipeline;
-    s.one_shot_max_bytes = c.one_shot_max_bytes;
-    s.chain_min_bytes = c.chain_min_bytes;
-    s.chunk_bytes = c.chunk_bytes;
-    return s;
-}
-
 // Who a rank is, exchanged once per communicator.
 struct Hello {
     char node[96];    // boot id + host name: equal on one node
@@ -88,7 +70,26 @@ struct Hello {
     Settings settings;
 };
 
+}  // namespace
+
+Settings settings_of(const gpucoll_comm_config_t& c) {
+    Settings s{};
+    for (int i = 0; i < GPUCOLL_COLL_COUNT; ++i) s.algorithm[i] = c.algorithm[i];
+    s.uniform_memory = c.uniform_memory;
+    s.device_flags = c.device_flags;
+    s.host_pipeline = c.host_pipeline;
+    s.inter_algorithm = c.inter_algorithm;
+    s.one_shot_max_bytes = c.one_shot_max_bytes;
+    s.chain_min_bytes = c.chain_min_bytes;
+    s.chunk_bytes = c.chunk_bytes;
+    s.inter_chunk_bytes = c.inter_chunk_bytes;
+    s.inter_direct_max_bytes = c.inter_direct_max_bytes;
+    return s;
+}
+
 std::string node_identity() {
+    const char* forced = std::getenv("GPUCOLL_HOSTID");
+    if (forced != nullptr && *forced != '\0') return std::string("hostid:") + forced;
     std::string id;
     std::ifstream boot("/proc/sys/kernel/random/boot_id");
     std::getline(boot, id);
@@ -96,6 +97,8 @@ std::string node_identity() {
     gethostname(host, sizeof host - 1);
     return id + "/" + host;
 }
+
+namespace {
 
 // Which flags a communicator uses, from the configured mode and which ranks
 // share a GPU; the same on every rank (computed from the same hellos).
@@ -196,6 +199,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         }
     }
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
+    comm->call_size_ = comm->size_;
+    for (int p = 0; p < comm->size_; ++p) comm->global_of_.push_back(p);
     const FlagsChoice flags = choose_flags(config.device_flags, all);
     comm->device_flags_ = flags.device_flags;
     comm->gpu_shared_ = flags.gpu_shared;
@@ -231,9 +236,13 @@ Status NodeComm::setup(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_
     cache_->reserve_capacity(std::max<size_t>(config.ipc_cache_entries, 4 * size_t(size_)));
     cache_->reserve_bytes(config.ipc_cache_bytes != 0 ? config.ipc_cache_bytes
                                                       : device_->ipc_cache_default_bytes());
+    // The same bootstrap calls on every rank whatever happens here: a node
+    // communicator of a communicator that spans nodes runs its bootstrap
+    // over the whole communicator, and every node must make the same calls.
     Status s = setup_segment(bs);
-    if (s != kSuccess) return s;
-    return setup_scratch(bs);
+    if (s != kSuccess && s != GPUCOLL_DECLINED) return s;
+    Status t = setup_scratch(bs, s == kSuccess);
+    return s == kSuccess ? t : s;
 }
 
 Status NodeComm::setup_segment(const gpucoll_bootstrap_t& bs) {
@@ -255,7 +264,7 @@ Status NodeComm::setup_segment(const gpucoll_bootstrap_t& bs) {
     return all_ok ? kSuccess : GPUCOLL_DECLINED;
 }
 
-Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
+Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
     // Two one-shot slots per rank, rounded to 256 bytes so slots stay aligned.
     scratch_slot_bytes_ = (config_.one_shot_max_bytes + 255) / 256 * 256;
     struct Exported {
@@ -263,7 +272,8 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs) {
         int32_t ok;
     } mine{};
     const uint64_t zero_flags[kFlagBytes / sizeof(uint64_t)] = {};
-    mine.ok = scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
+    mine.ok = segment_ok &&
+              scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
               device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
               cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
               (!pipelined_ || device_->create_stream(&stream_) == kSuccess);
@@ -332,6 +342,17 @@ void NodeComm::teardown() {
     }
 }
 
+void NodeComm::attach(inter::Hierarchy* hierarchy) {
+    hier_ = hierarchy;
+    const inter::Topology& t = hierarchy->topo();
+    call_size_ = t.size;
+    global_of_ = t.members[t.node];
+}
+
+BufferBytes NodeComm::bytes_of(const gpucoll_call_t& call, int p) const {
+    return buffer_bytes(call, call_size_, global_of_[p], reduce::dtype_size(call.dtype));
+}
+
 char* NodeComm::scratch_slot(int p, uint64_t seq) const {
     return peer_scratch_[p] + kFlagBytes + (seq % 2) * scratch_slot_bytes_;
 }
@@ -364,6 +385,7 @@ int NodeComm::fail(Status s, uint64_t seq) {
     segment_.header().abort.compare_exchange_strong(none, seq, std::memory_order_acq_rel);
     poisoned_ = true;
     const std::string why = last_error();
+    if (hier_ != nullptr) hier_->abort(seq);  // the other nodes stop waiting too
     if (stream_ != nullptr) {
         // Device flags: peers' stream-ordered waits for this call must end,
         // and so must the work still queued on our stream (it may wait on
@@ -503,7 +525,7 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
                          Prepared* out) {
     const Algorithm* a = find_algorithm(call.coll, algo);
     const size_t elem = reduce::dtype_size(call.dtype);
-    const BufferBytes bytes = buffer_bytes(call, size_, rank_, elem);
+    const BufferBytes bytes = bytes_of(call, rank_);
     out->call = call;
     PointerInfo send_info, recv_info;  // queried once, for the checks and the descriptors
     if (bytes.send != 0)
@@ -517,7 +539,7 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
                          gpucoll_op_name(call.op), gpucoll_dtype_name(call.dtype));
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
-        GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, size_, elem)));
+        GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, call_size_, elem)));
         GPUCOLL_TRY(describe_internal(temp_, &out->desc[kTempBuf]));
     }
     if (a->posts_buffers) {
@@ -558,10 +580,83 @@ int NodeComm::decline() {
     // looking at the call), so the sequence numbers stay equal everywhere.
     const uint64_t seq = ++seq_;
     post(seq, PostKind::Decline, nullptr, nullptr);
+    if (hier_ != nullptr) return decline_between_nodes(seq);
     if (segment_.header().abort.load(std::memory_order_acquire) == seq)
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a peer failed this gpucoll collective; see its error output");
     return GPUCOLL_DECLINED;
+}
+
+// Between nodes every call is agreed, declines included: the other nodes
+// must learn that this one stages. A rank outside the exchange (uneven
+// nodes, not local rank 0) leaves it to its leader, which reads its post.
+int NodeComm::decline_between_nodes(uint64_t seq) {
+    if (hier_->verdict_group() != nullptr) {
+        inter::Verdict v;
+        v.code = inter::kDecline;
+        v.rank = global_rank(rank_);
+        const Status s = global_verdict(seq, &v);
+        if (s != kSuccess) return fail(s, seq);
+    }
+    if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a peer failed this gpucoll collective; see its error output");
+    return GPUCOLL_DECLINED;
+}
+
+inter::Verdict NodeComm::local_verdict(uint64_t seq, const CallSignature& sig) const {
+    // Someone declined: everyone stages (a refusing rank's staged path
+    // reports its own buffer). Else a refusal, or calls that differ, fail the
+    // call on every rank before anyone touches a peer's memory.
+    inter::Verdict v;
+    v.rank = global_rank(rank_);
+    v.sig = sig;
+    for (int p = 0; p < size_; ++p)
+        if (post_of(p, seq).kind == PostKind::Decline) {
+            v.code = inter::kDecline;
+            v.rank = global_rank(p);
+            return v;
+        }
+    for (int p = 0; p < size_; ++p) {
+        const Post& theirs = post_of(p, seq);
+        if (theirs.kind == PostKind::Refuse || !(theirs.sig == sig)) {
+            v.code = theirs.kind == PostKind::Refuse ? inter::kRefuse : inter::kMismatch;
+            v.rank = global_rank(p);
+            v.sig = theirs.sig;
+            return v;
+        }
+    }
+    return v;
+}
+
+Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
+    if (hier_->verdict_group() != nullptr) {
+        const inter::Verdict mine = *v;
+        GPUCOLL_TRY(hier_->exchange(seq, mine, v));
+        if (rank_ == 0)
+            segment_.slot(0).verdict.store(progress_word(seq, v->code), std::memory_order_release);
+        return kSuccess;
+    }
+    // Uneven nodes: local rank 0 exchanged for this node.
+    const std::atomic<uint64_t>& word = segment_.slot(0).verdict;
+    for (unsigned spins = 0; word.load(std::memory_order_acquire) < progress_word(seq, 0);
+         ++spins) {
+        if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+            return set_error(GPUCOLL_ERR_INTERNAL,
+                             "a peer failed during this gpucoll collective; see its error output");
+        if (config_.progress != nullptr && spins % 16 == 15) config_.progress();
+        sched_yield();
+    }
+    const uint64_t got = word.load(std::memory_order_acquire);
+    if ((got >> kStepBits) != seq || (got & kStepDone) < inter::kAccelerate ||
+        (got & kStepDone) > inter::kDecline)
+        return set_error(GPUCOLL_ERR_INTERNAL, "local rank 0 published no verdict for call %llu",
+                         static_cast<unsigned long long>(seq));
+    if ((got & kStepDone) != v->code) {
+        v->code = static_cast<uint32_t>(got & kStepDone);
+        v->rank = -1;  // on another node; its own output names it
+    }
+    return kSuccess;
 }
 
 int NodeComm::run(const gpucoll_call_t& call) {
@@ -569,7 +664,9 @@ int NodeComm::run(const gpucoll_call_t& call) {
     const char* why = "";
     const gpucoll_algorithm_t algo =
         elem == 0 ? GPUCOLL_ALGO_STAGED
-                  : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
+        : hier_ != nullptr
+            ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &why)
+            : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.header().abort.load(std::memory_order_acquire);
@@ -591,10 +688,10 @@ int NodeComm::run(const gpucoll_call_t& call) {
     }
     if (kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
         post(seq, kind, nullptr, nullptr);
-        return GPUCOLL_DECLINED;
+        return hier_ != nullptr ? decline_between_nodes(seq) : GPUCOLL_DECLINED;
     }
     const CallSignature sig{call.coll, call.dtype, call.op, call.root,
-                            call_bytes(call, size_, elem)};
+                            call_bytes(call, call_size_, elem)};
     post(seq, kind, &prepared, &sig);
 
     CallContext ctx(*this, prepared.call, seq);
@@ -603,28 +700,28 @@ int NodeComm::run(const gpucoll_call_t& call) {
         if (p != rank_) s = wait_progress(p, progress_word(seq, 0), true);
     if (s != kSuccess) return fail(s, seq);
     ++ctx.rounds;
-    // Someone declined: everyone stages (a refusing rank's staged path
-    // reports its own buffer). Else a refusal, or calls that differ, fail the
-    // call on every rank before anyone touches a peer's memory.
-    for (int p = 0; p < size_; ++p)
-        if (post_of(p, seq).kind == PostKind::Decline) return GPUCOLL_DECLINED;
-    for (int p = 0; p < size_; ++p) {
-        const Post& theirs = post_of(p, seq);
-        if (theirs.kind == PostKind::Refuse) {
-            if (p == rank_) return set_error(GPUCOLL_ERR_BUFFER, "%s", refusal.c_str());
+    inter::Verdict v = local_verdict(seq, sig);
+    if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess) return fail(s, seq);
+    if (v.code == inter::kDecline) return GPUCOLL_DECLINED;
+    if (v.code == inter::kRefuse) {
+        if (v.rank == global_rank(rank_))
+            return set_error(GPUCOLL_ERR_BUFFER, "%s", refusal.c_str());
+        return set_error(GPUCOLL_ERR_BUFFER,
+                         "rank %d's buffers do not fit this %s; see its error output", v.rank,
+                         gpucoll_coll_name(call.coll));
+    }
+    if (v.code == inter::kMismatch) {
+        if (v.rank < 0)
             return set_error(GPUCOLL_ERR_BUFFER,
-                             "rank %d's buffers do not fit this %s; see its error output", p,
-                             gpucoll_coll_name(call.coll));
-        }
-        if (!(theirs.sig == sig)) {
-            return set_error(GPUCOLL_ERR_BUFFER,
-                             "the ranks called different collectives: rank %d: %s of %llu bytes "
-                             "(root %d), rank %d: %s of %llu bytes (root %d); nothing was moved",
-                             p, gpucoll_coll_name(static_cast<gpucoll_coll_t>(theirs.sig.coll)),
-                             static_cast<unsigned long long>(theirs.sig.bytes), theirs.sig.root,
-                             rank_, gpucoll_coll_name(call.coll),
-                             static_cast<unsigned long long>(sig.bytes), sig.root);
-        }
+                             "the ranks called different collectives (see the output of the "
+                             "other nodes); nothing was moved");
+        return set_error(GPUCOLL_ERR_BUFFER,
+                         "the ranks called different collectives: rank %d: %s of %llu bytes "
+                         "(root %d), rank %d: %s of %llu bytes (root %d); nothing was moved",
+                         v.rank, gpucoll_coll_name(static_cast<gpucoll_coll_t>(v.sig.coll)),
+                         static_cast<unsigned long long>(v.sig.bytes), v.sig.root,
+                         global_rank(rank_), gpucoll_coll_name(call.coll),
+                         static_cast<unsigned long long>(sig.bytes), sig.root);
     }
 
     // The application's work on the default stream (its last writes to our
@@ -635,18 +732,25 @@ int NodeComm::run(const gpucoll_call_t& call) {
     if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
     last_accelerated_ = seq;
     if (prepared.recv_copied) {
-        const size_t out = buffer_bytes(call, size_, rank_, elem).out;
+        const size_t out = bytes_of(call, rank_).out;
         if ((s = device_->memcpy(call.recvbuf, prepared.call.recvbuf, out, nullptr)) != kSuccess)
             return fail(s, seq);
     }
+    const uint64_t inter_bytes = hier_ != nullptr ? hier_->take_bytes_sent() : 0;
     if (config_.verbose >= 10)
-        log(10, "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu rounds (%s)",
+        log(10,
+            "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu to other nodes%s%s, "
+            "%llu rounds (%s)",
             static_cast<unsigned long long>(seq), gpucoll_coll_name(call.coll),
-            gpucoll_algorithm_name(algo), call_bytes(call, size_, elem),
+            gpucoll_algorithm_name(algo), call_bytes(call, call_size_, elem),
             static_cast<unsigned long long>(ctx.bytes_peer),
+            static_cast<unsigned long long>(inter_bytes), hier_ != nullptr ? " over " : "",
+            hier_ != nullptr ? hier_->description().c_str() : "",
             static_cast<unsigned long long>(ctx.rounds), why);
-    counters_record({call.coll, GPUCOLL_PATH_ACCELERATED, 0, ctx.bytes_peer, ctx.rounds,
-                     gpucoll_algorithm_name(algo)});
+    CallRecord record{call.coll,  GPUCOLL_PATH_ACCELERATED,    0, ctx.bytes_peer,
+                      ctx.rounds, gpucoll_algorithm_name(algo)};
+    record.bytes_inter = inter_bytes;
+    counters_record(record);
     return GPUCOLL_SUCCESS;
 }
 

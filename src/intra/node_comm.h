@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,30 @@
 #include "intra/ipc_cache.h"
 #include "intra/shared_segment.h"
 
+namespace gpucoll::inter {
+class Hierarchy;
+struct Verdict;
+}  // namespace gpucoll::inter
+
 namespace gpucoll::intra {
+
+struct BufferBytes;
+
+// What must be equal on every rank for the ranks to take the same decisions
+// (MCA parameters are per process: nothing else checks that they agree).
+struct Settings {
+    int32_t algorithm[GPUCOLL_COLL_COUNT];
+    int32_t uniform_memory, device_flags, host_pipeline, inter_algorithm;
+    uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes, inter_chunk_bytes,
+        inter_direct_max_bytes;
+    bool operator==(const Settings&) const = default;
+};
+Settings settings_of(const gpucoll_comm_config_t& c);
+
+// Who is on one node: equal strings. The environment variable
+// GPUCOLL_HOSTID replaces it (tests fake nodes with it, like NCCL_HOSTID);
+// otherwise boot id and host name.
+std::string node_identity();
 
 // A device allocation owned through a Device; freed on destruction.
 class DeviceBuffer {
@@ -75,6 +99,9 @@ public:
     // Device work, accounted: bytes read from or written to peers' memory.
     // Errors of waits after a peer failed this call say so.
     Status copy(void* dst, const void* src, size_t bytes, bool crosses_peer);
+    // Waits for the device work enqueued so far (before work the host drives,
+    // such as transfers between nodes) and publishes its steps.
+    Status drain();
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, size_t peer_srcs);
 
     // Room for one pointer per rank, owned by the communicator and reused by
@@ -118,6 +145,14 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    // A communicator that spans nodes: this node's part of it. Calls then
+    // agree between nodes, and the hierarchical algorithms run.
+    void attach(inter::Hierarchy* hierarchy);
+    inter::Hierarchy* hierarchy() const { return hier_; }
+    // The whole communicator's rank of local rank p (itself on one node).
+    int global_rank(int p) const { return global_of_[p]; }
+    // This rank's buffers for call (the whole communicator's layout).
+    BufferBytes bytes_of(const gpucoll_call_t& call, int p) const;
     Device* device() const { return device_; }
     const gpucoll_comm_config_t& config() const { return config_; }
     SharedSegment& segment() { return segment_; }
@@ -177,7 +212,7 @@ private:
     NodeComm() = default;
     Status setup(const gpucoll_bootstrap_t& bootstrap, const gpucoll_comm_config_t& config);
     Status setup_segment(const gpucoll_bootstrap_t& bootstrap);
-    Status setup_scratch(const gpucoll_bootstrap_t& bootstrap);
+    Status setup_scratch(const gpucoll_bootstrap_t& bootstrap, bool segment_ok);
     void teardown();
     // What a rank prepared locally before posting a call.
     struct Prepared {
@@ -196,9 +231,18 @@ private:
     // teardown: peers may still have it mapped.
     Status grow(DeviceBuffer& buffer, size_t bytes);
     void post(uint64_t seq, PostKind kind, const Prepared* prepared, const CallSignature* sig);
+    // This node's answer on call seq from every local post (after the
+    // agreement round), and (several nodes) every node's, combined.
+    inter::Verdict local_verdict(uint64_t seq, const CallSignature& sig) const;
+    Status global_verdict(uint64_t seq, inter::Verdict* v);
+    // A rank that declines call seq on a communicator that spans nodes.
+    int decline_between_nodes(uint64_t seq);
 
     int rank_ = 0;
     int size_ = 0;
+    inter::Hierarchy* hier_ = nullptr;
+    int call_size_ = 0;           // ranks of the whole communicator
+    std::vector<int> global_of_;  // local rank -> rank of the whole communicator
     Device* device_ = nullptr;
     IpcCache* cache_ = nullptr;
     gpucoll_comm_config_t config_{};

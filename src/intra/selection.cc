@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algo/hierarchical.h"
 #include "intra/algorithms.h"
 
 namespace gpucoll::intra {
@@ -29,10 +30,21 @@ const Algorithm kAlgorithms[] = {
     {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, allgather_ring, nullptr, false, true, false},
     {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, bcast_direct, nullptr, false, true, false},
     {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, bcast_chain, nullptr, false, true, false},
+    // Communicators that span nodes only (algo/select_hierarchical.cc).
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_HIER, algo::allreduce_hier, nullptr, false, true, false},
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_LEADER, algo::allreduce_leader, nullptr, false, true,
+     false},
+    {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, algo::bcast_hier, nullptr, false, true, false},
+    {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_LEADER, algo::allgather_leader, nullptr, false, true,
+     false},
 };
 
-constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {"auto", "staged", "one_shot", "two_shot",
-                                                    "ring", "direct", "chain"};
+bool between_nodes(gpucoll_algorithm_t id) {
+    return id == GPUCOLL_ALGO_HIER || id == GPUCOLL_ALGO_LEADER;
+}
+
+constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {
+    "auto", "staged", "one_shot", "two_shot", "ring", "direct", "chain", "hier", "leader"};
 
 }  // namespace
 
@@ -106,7 +118,8 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
         *why = "staged forced";
         return GPUCOLL_ALGO_STAGED;
     }
-    if (forced != GPUCOLL_ALGO_AUTO && find_algorithm(call.coll, forced) != nullptr) {
+    if (forced != GPUCOLL_ALGO_AUTO && !between_nodes(forced) &&
+        find_algorithm(call.coll, forced) != nullptr) {
         if (forced == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes) {
             *why = "one_shot forced, but the message exceeds the one-shot scratch: two_shot";
             return GPUCOLL_ALGO_TWO_SHOT;

@@ -70,6 +70,10 @@ constexpr uint64_t progress_word(uint64_t seq, uint64_t step) { return (seq << k
 struct alignas(128) RankSlot {
     std::atomic<uint64_t> progress;
     std::atomic<uint64_t> closed;  // 1: this rank has unmapped every peer's buffers (teardown)
+    // Local rank 0 of a communicator that spans nodes: progress_word(call,
+    // verdict code) once the nodes agreed on that call (for the ranks that
+    // do not take part in the exchange themselves).
+    std::atomic<uint64_t> verdict;
     alignas(64) Post posts[kPostDepth];
 };
 

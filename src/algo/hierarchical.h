@@ -1,0 +1,28 @@
+// hierarchical.h - collectives of communicators that span nodes, composed
+// of intra-node steps (IPC, as the node algorithms) and inter-node steps
+// (the groups of inter/hierarchy.h). Each runs as one call of the node
+// communicator: its steps are that call's progress steps.
+#pragma once
+
+#include "inter/hierarchy.h"
+#include "intra/algorithms.h"
+
+namespace gpucoll::algo {
+
+using intra::CallContext;
+
+// The selection table between nodes: forced composition if valid, else by
+// collective and shape. The same on every rank (arguments and topology).
+gpucoll_algorithm_t select_hierarchical(const gpucoll_call_t& call, const inter::Topology& topo,
+                                        size_t elem, const gpucoll_comm_config_t& config,
+                                        const char** why);
+
+// The inter-node algorithm for a group allreduce of bytes per member.
+inter::InterAlgorithm inter_algorithm(const inter::Hierarchy& h, size_t bytes);
+
+Status allreduce_hier(CallContext& ctx);
+Status allreduce_leader(CallContext& ctx);
+Status bcast_hier(CallContext& ctx);
+Status allgather_leader(CallContext& ctx);
+
+}  // namespace gpucoll::algo

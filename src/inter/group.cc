@@ -1,0 +1,238 @@
+#include "inter/group.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+#include "device/reduce_ops.h"
+
+namespace gpucoll::inter {
+
+namespace {
+
+// Device memory for the chunks that direct receives reduce from.
+class DeviceChunks {
+public:
+    ~DeviceChunks() {
+        if (ptr_ != nullptr) device_->free(ptr_);
+    }
+    Status reserve(Device* device, size_t bytes) {
+        if (ptr_ != nullptr && bytes_ >= bytes) return kSuccess;
+        if (ptr_ != nullptr) device_->free(ptr_);
+        ptr_ = nullptr;
+        GPUCOLL_TRY(device->alloc(&ptr_, bytes));
+        device_ = device;
+        bytes_ = bytes;
+        return kSuccess;
+    }
+    char* data() const { return static_cast<char*>(ptr_); }
+
+private:
+    Device* device_ = nullptr;
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+}  // namespace
+
+Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> members, int me,
+             uint32_t comm_id, const GroupConfig& config, const std::atomic<uint64_t>* node_abort)
+    : transport_(transport),
+      device_(device),
+      members_(std::move(members)),
+      me_(me),
+      comm_id_(comm_id),
+      config_(config),
+      node_abort_(node_abort),
+      direct_(transport->cuda_memory() && std::string(device->name()) == "cuda") {
+    config_.slots = std::max(config_.slots, 2);
+    config_.chunk_bytes = std::max<size_t>(config_.chunk_bytes, 4096);
+}
+
+Group::~Group() {
+    transport_->cancel(&control_recv_);
+    for (Request& r : control_sends_) transport_->cancel(&r);
+    if (scratch_ != nullptr) device_->free(scratch_);
+}
+
+Status Group::scratch(size_t bytes, char** out) {
+    if (scratch_ == nullptr || scratch_bytes_ < bytes) {
+        if (scratch_ != nullptr) device_->free(scratch_);
+        scratch_ = nullptr;
+        scratch_bytes_ = 0;
+        GPUCOLL_TRY(device_->alloc(&scratch_, bytes));
+        scratch_bytes_ = bytes;
+    }
+    *out = static_cast<char*>(scratch_);
+    return kSuccess;
+}
+
+Status Group::start() {
+    control_out_.assign(members_.size(), 0);
+    control_sends_.resize(members_.size());
+    if (!direct_) {
+        GPUCOLL_TRY(send_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
+        GPUCOLL_TRY(recv_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
+    }
+    return transport_->recv(make_tag(comm_id_, 0, kControlStep, 0), kTagMatchControl, &control_in_,
+                            sizeof control_in_, MemKind::Host, &control_recv_);
+}
+
+Status Group::check_abort(uint64_t seq) {
+    bool done = false;
+    if (transport_->test(&control_recv_, &done) == kSuccess && done) {
+        aborted_seq_ = std::max(aborted_seq_, control_in_);
+        GPUCOLL_TRY(transport_->recv(make_tag(comm_id_, 0, kControlStep, 0), kTagMatchControl,
+                                     &control_in_, sizeof control_in_, MemKind::Host,
+                                     &control_recv_));
+    }
+    if (seq == 0) return kSuccess;  // setup: nothing to abort yet
+    if (aborted_seq_ == seq)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a rank on another node failed during this gpucoll collective; see its "
+                         "error output");
+    if (node_abort_ != nullptr && node_abort_->load(std::memory_order_acquire) == seq)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a peer failed during this gpucoll collective; see its error output");
+    return kSuccess;
+}
+
+void Group::abort(uint64_t seq) {
+    for (int p = 0; p < size(); ++p) {
+        if (p == me_) continue;
+        transport_->cancel(&control_sends_[p]);  // an older notice, if still pending
+        control_out_[p] = seq;
+        (void)transport_->send(members_[p], make_tag(comm_id_, seq, kControlStep, me_),
+                               &control_out_[p], sizeof(uint64_t), MemKind::Host,
+                               &control_sends_[p]);
+    }
+    transport_->progress();
+}
+
+Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& sends,
+                       const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op) {
+    const size_t elem = std::max<size_t>(reduce::dtype_size(dtype), 1);
+    const size_t chunk = std::max<size_t>(config_.chunk_bytes / elem, 1) * elem;
+    const int slots = config_.slots;
+    const MemKind device_kind = direct_ ? MemKind::Cuda : MemKind::Host;
+    DeviceChunks reduce_chunks;  // direct receives that reduce
+    bool any_direct_reduce = false;
+    for (const RecvOp& r : recvs) any_direct_reduce |= direct_ && r.reduce && !r.host;
+    if (any_direct_reduce) GPUCOLL_TRY(reduce_chunks.reserve(device_, chunk * slots));
+
+    struct Slot {
+        Request req;
+        bool busy = false;
+        size_t op = 0, off = 0, len = 0;
+    };
+    std::vector<Slot> send_slots(static_cast<size_t>(slots)), recv_slots(send_slots.size());
+    size_t send_op = 0, send_off = 0, recv_op = 0, recv_off = 0;
+    size_t sends_left = 0, recvs_left = 0;
+    for (const SendOp& s : sends) sends_left += s.host ? 1 : (s.bytes + chunk - 1) / chunk;
+    for (const RecvOp& r : recvs) recvs_left += r.host ? 1 : (r.bytes + chunk - 1) / chunk;
+
+    auto cleanup = [&](Status s) {
+        for (Slot& sl : recv_slots) transport_->cancel(&sl.req);
+        for (Slot& sl : send_slots) transport_->cancel(&sl.req);
+        return s;
+    };
+    // Zero-byte operations carry nothing: skip them on both sides.
+    auto skip_empty = [](auto& ops, size_t& at) {
+        while (at < ops.size() && ops[at].bytes == 0 && !ops[at].host) ++at;
+    };
+    for (unsigned spins = 0; sends_left + recvs_left > 0; ++spins) {
+        // Start what free slots allow: receives first, so that sends find them.
+        for (int i = 0; i < slots; ++i) {
+            skip_empty(recvs, recv_op);
+            if (recv_slots[i].busy || recv_op >= recvs.size()) continue;
+            const RecvOp& r = recvs[recv_op];
+            const size_t len = r.host ? r.bytes : std::min(chunk, r.bytes - recv_off);
+            void* where = nullptr;
+            MemKind kind = MemKind::Host;
+            if (r.host) {
+                where = r.buf;
+            } else if (!direct_) {
+                where = static_cast<char*>(recv_stage_.data()) + static_cast<size_t>(i) * chunk;
+            } else if (r.reduce) {
+                where = reduce_chunks.data() + static_cast<size_t>(i) * chunk;
+                kind = device_kind;
+            } else {
+                where = static_cast<char*>(r.buf) + recv_off;
+                kind = device_kind;
+            }
+            Status s =
+                transport_->recv(make_tag(comm_id_, seq, step, static_cast<uint32_t>(r.peer)),
+                                 kTagMatchAll, where, len, kind, &recv_slots[i].req);
+            if (s != kSuccess) return cleanup(s);
+            recv_slots[i] = Slot{recv_slots[i].req, true, recv_op, recv_off, len};
+            recv_off += len;
+            if (r.host || recv_off >= r.bytes) ++recv_op, recv_off = 0;
+        }
+        for (int i = 0; i < slots; ++i) {
+            skip_empty(sends, send_op);
+            if (send_slots[i].busy || send_op >= sends.size()) continue;
+            const SendOp& so = sends[send_op];
+            const size_t len = so.host ? so.bytes : std::min(chunk, so.bytes - send_off);
+            const void* from = static_cast<const char*>(so.buf) + send_off;
+            MemKind kind = so.host ? MemKind::Host : device_kind;
+            if (!so.host && !direct_) {  // stage the chunk in pinned memory
+                char* stage =
+                    static_cast<char*>(send_stage_.data()) + static_cast<size_t>(i) * chunk;
+                Status s = device_->memcpy(stage, from, len, nullptr);
+                if (s != kSuccess) return cleanup(s);
+                from = stage;
+            }
+            Status s = transport_->send(members_[so.peer], make_tag(comm_id_, seq, step, me_), from,
+                                        len, kind, &send_slots[i].req);
+            if (s != kSuccess) return cleanup(s);
+            if (!so.host) bytes_sent += len;
+            send_slots[i] = Slot{send_slots[i].req, true, send_op, send_off, len};
+            send_off += len;
+            if (so.host || send_off >= so.bytes) ++send_op, send_off = 0;
+        }
+        transport_->progress();
+        // Finish what completed: a received chunk is reduced or copied to
+        // its place, and its slot taken by the next one.
+        bool any = false;
+        for (int i = 0; i < slots; ++i) {
+            Slot& sl = send_slots[i];
+            if (!sl.busy) continue;
+            bool done = false;
+            Status s = transport_->test(&sl.req, &done);
+            if (s != kSuccess) return cleanup(s);
+            if (done) sl.busy = false, --sends_left, any = true;
+        }
+        for (int i = 0; i < slots; ++i) {
+            Slot& sl = recv_slots[i];
+            if (!sl.busy) continue;
+            bool done = false;
+            Status s = transport_->test(&sl.req, &done);
+            if (s != kSuccess) return cleanup(s);
+            if (!done) continue;
+            const RecvOp& r = recvs[sl.op];
+            if (!r.host) {
+                char* dst = static_cast<char*>(r.buf) + sl.off;
+                const char* got = direct_ ? reduce_chunks.data() + static_cast<size_t>(i) * chunk
+                                          : static_cast<const char*>(recv_stage_.data()) +
+                                                static_cast<size_t>(i) * chunk;
+                if (r.reduce) {
+                    const void* srcs[2] = {dst, got};
+                    s = device_->reduce(dst, srcs, 2, sl.len / elem, dtype, op, nullptr);
+                } else if (!direct_) {
+                    s = device_->memcpy(dst, got, sl.len, nullptr);
+                }
+                if (s != kSuccess) return cleanup(s);
+            }
+            sl.busy = false, --recvs_left, any = true;
+        }
+        if (!any) {
+            Status s = check_abort(seq);
+            if (s != kSuccess) return cleanup(s);
+            if (config_.progress != nullptr && spins % 64 == 63) config_.progress();
+            if (spins > 1024) sched_yield();
+        }
+    }
+    return kSuccess;
+}
+
+}  // namespace gpucoll::inter

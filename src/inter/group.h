@@ -1,0 +1,99 @@
+// group.h - ranks on different nodes that talk over the transport: a rail
+// (the ranks of one local rank, one per node) or the node leaders. A group
+// moves device buffers between its members, straight through the transport
+// where it handles the memory (cuda memory and a CUDA-aware UCX), else
+// through a persistent pinned pool in chunks, so that the device-to-host
+// copy of one chunk overlaps the network transfer of the previous ones and
+// the reduction of what has arrived.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "core/staging.h"
+#include "device/device.h"
+#include "inter/transport.h"
+
+namespace gpucoll::inter {
+
+// One direction of a transfer: a member and a contiguous buffer. Host
+// buffers (small control data) always go straight to the transport.
+struct SendOp {
+    int peer;
+    const void* buf;
+    size_t bytes;
+    bool host = false;
+};
+struct RecvOp {
+    int peer;
+    void* buf;
+    size_t bytes;
+    bool reduce = false;  // buf = buf op received (elements of the call's type)
+    bool host = false;
+};
+
+struct GroupConfig {
+    size_t chunk_bytes = size_t{1} << 20;  // pipeline chunk of the staged path
+    int slots = 4;                         // chunks in flight per direction
+    void (*progress)() = nullptr;          // the job's progress (opal_progress)
+};
+
+class Group {
+public:
+    // members: an endpoint per member (nullptr for me); me: my index.
+    // node_abort: the word a failed node-mate sets to the call it failed.
+    Group(Transport* transport, Device* device, std::vector<Endpoint*> members, int me,
+          uint32_t comm_id, const GroupConfig& config, const std::atomic<uint64_t>* node_abort);
+    ~Group();
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+
+    // Posts the receive for abort messages.
+    Status start();
+
+    int size() const { return static_cast<int>(members_.size()); }
+    int me() const { return me_; }
+    // Device memory goes straight to the transport (no staging).
+    bool direct() const { return direct_; }
+
+    // Moves every send and receive of one step of call seq. Several
+    // operations with one peer are matched in the order they are listed
+    // (both sides list them in the same order). gpucoll_dtype_t / op: the reduction
+    // of receives that reduce. Fails (and cancels what is pending) when a
+    // member or a node-mate failed this call.
+    Status transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& sends,
+                    const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op);
+    // Tells every member that this rank failed call seq (best effort).
+    void abort(uint64_t seq);
+
+    Device* device() const { return device_; }
+    uint64_t bytes_sent = 0;  // over the transport, accumulated per call by the caller
+
+    // Device memory of at least bytes, kept between calls (direct allreduce).
+    Status scratch(size_t bytes, char** out);
+
+private:
+    Status check_abort(uint64_t seq);
+
+    Transport* transport_;
+    Device* device_;
+    std::vector<Endpoint*> members_;
+    int me_;
+    uint32_t comm_id_;
+    GroupConfig config_;
+    const std::atomic<uint64_t>* node_abort_;
+    bool direct_;
+    // Staged path: pinned chunks, slots per direction.
+    PinnedBuffer send_stage_, recv_stage_;
+    // Control: abort notices of members.
+    uint64_t control_in_ = 0;
+    Request control_recv_;
+    uint64_t aborted_seq_ = 0;  // latest call a member told us it failed
+    std::vector<uint64_t> control_out_;
+    std::vector<Request> control_sends_;
+    void* scratch_ = nullptr;
+    size_t scratch_bytes_ = 0;
+};
+
+}  // namespace gpucoll::inter

@@ -1,0 +1,32 @@
+// group_algorithms.h - collectives among the members of a group (one rank
+// per node) over the transport, on device buffers.
+#pragma once
+
+#include <vector>
+
+#include "inter/group.h"
+
+namespace gpucoll::inter {
+
+enum class InterAlgorithm { Auto = 0, Ring, Direct };
+const char* inter_algorithm_name(InterAlgorithm a);
+
+// buf (count elements) = the reduction of every member's buf. Ring:
+// reduce-scatter then allgather, 2(N-1)/N x S sent per member. Direct: every
+// member sends its buffer to every other and reduces all N in member order,
+// one round (small messages). The result is the same on every member, bit
+// for bit.
+Status group_allreduce(Group& g, uint64_t seq, void* buf, size_t count, gpucoll_dtype_t dtype,
+                       gpucoll_op_t op, InterAlgorithm algo);
+// buf of member root to every member: binomial tree, log2(N) rounds.
+Status group_bcast(Group& g, uint64_t seq, void* buf, size_t bytes, int root);
+
+// A contiguous piece of a buffer that one member contributes.
+struct Piece {
+    size_t offset, bytes;
+};
+// Every member's pieces (pieces[m]) of buf, from that member to every other.
+Status group_allgather(Group& g, uint64_t seq, void* buf,
+                       const std::vector<std::vector<Piece>>& pieces);
+
+}  // namespace gpucoll::inter

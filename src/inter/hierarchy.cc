@@ -1,0 +1,198 @@
+#include "inter/hierarchy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/runtime.h"
+
+namespace gpucoll::inter {
+
+namespace {
+
+constexpr uint32_t kVerdictStep = kControlStep - 1;
+constexpr uint32_t kHelloStep = kControlStep - 2;
+
+// Communicator ids are agreed among the ranks of a communicator: the
+// largest next id of any of them, so it is new in each of their processes.
+std::atomic<uint32_t> g_next_comm_id{1};
+
+Status allgather_bytes(const gpucoll_bootstrap_t& bs, const void* mine, size_t bytes,
+                       std::vector<uint8_t>* all) {
+    all->resize(bytes * static_cast<size_t>(bs.size));
+    if (bs.allgather(bs.ctx, mine, all->data(), bytes) != 0)
+        return set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
+    return kSuccess;
+}
+
+Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
+    std::vector<uint8_t> all;
+    const uint8_t mine = ok ? 1 : 0;
+    GPUCOLL_TRY(allgather_bytes(bs, &mine, 1, &all));
+    *all_ok = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
+    return kSuccess;
+}
+
+}  // namespace
+
+Topology Topology::from_identities(const std::vector<std::string>& ids, int rank) {
+    Topology t;
+    t.rank = rank;
+    t.size = static_cast<int>(ids.size());
+    std::map<std::string, int> index;  // nodes numbered by their first rank
+    for (int r = 0; r < t.size; ++r) {
+        auto [it, fresh] = index.emplace(ids[r], t.nodes());
+        if (fresh) t.members.emplace_back();
+        t.node_of.push_back(it->second);
+        t.local_of.push_back(static_cast<int>(t.members[it->second].size()));
+        t.members[it->second].push_back(r);
+    }
+    t.node = t.node_of[rank];
+    t.local = t.local_of[rank];
+    t.min_ppn = t.size;
+    for (const auto& m : t.members) {
+        t.min_ppn = std::min(t.min_ppn, static_cast<int>(m.size()));
+        t.max_ppn = std::max(t.max_ppn, static_cast<int>(m.size()));
+    }
+    return t;
+}
+
+Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
+                         const gpucoll_comm_config_t& config,
+                         const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out) {
+    out->reset();
+    Transport* transport = nullptr;
+    const Status ts = Runtime::instance().transport(config.thread_multiple != 0, &transport);
+    const std::string why = ts == kSuccess ? "" : last_error();
+    bool all_ok = false;
+    GPUCOLL_TRY(agree(bs, ts == kSuccess, &all_ok));
+    if (!all_ok)
+        return ts != kSuccess ? set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", why.c_str())
+                              : set_error(GPUCOLL_ERR_UNSUPPORTED,
+                                          "the inter-node transport failed to start on another "
+                                          "rank; see its output");
+
+    // The communicator id, then every rank's worker address (padded).
+    const uint32_t next = g_next_comm_id.load();
+    std::vector<uint8_t> all;
+    GPUCOLL_TRY(allgather_bytes(bs, &next, sizeof next, &all));
+    uint32_t id = 0;
+    for (int r = 0; r < bs.size; ++r) {
+        uint32_t v = 0;
+        std::memcpy(&v, all.data() + r * sizeof v, sizeof v);
+        id = std::max(id, v);
+    }
+    uint32_t cur = g_next_comm_id.load();
+    while (cur <= id && !g_next_comm_id.compare_exchange_weak(cur, id + 1)) {
+    }
+    const uint32_t comm_id = id & 0xffff;
+    const std::vector<uint8_t>& address = transport->address();
+    const uint32_t length = static_cast<uint32_t>(address.size());
+    GPUCOLL_TRY(allgather_bytes(bs, &length, sizeof length, &all));
+    uint32_t longest = 0;
+    std::vector<uint32_t> lengths(static_cast<size_t>(bs.size));
+    for (int r = 0; r < bs.size; ++r) {
+        std::memcpy(&lengths[r], all.data() + r * sizeof(uint32_t), sizeof(uint32_t));
+        longest = std::max(longest, lengths[r]);
+    }
+    std::vector<uint8_t> padded(longest, 0);
+    std::copy(address.begin(), address.end(), padded.begin());
+    GPUCOLL_TRY(allgather_bytes(bs, padded.data(), longest, &all));
+
+    std::unique_ptr<Hierarchy> h(new Hierarchy());
+    h->topo_ = topo;
+    h->algorithm_ = static_cast<InterAlgorithm>(config.inter_algorithm);
+    h->direct_max_bytes_ = config.inter_direct_max_bytes;
+    h->description_ = transport->description();
+    Device* device = Runtime::instance().device();
+    GroupConfig gc;
+    gc.chunk_bytes = config.inter_chunk_bytes;
+    gc.progress = config.progress;
+    bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
+    auto make_group = [&](int local, std::unique_ptr<Group>* group) {
+        std::vector<Endpoint*> eps;
+        for (int n = 0; n < topo.nodes() && ok; ++n) {
+            const int r = topo.members[n][local];
+            Endpoint* ep = nullptr;
+            if (r != topo.rank)
+                ok = transport->connect(all.data() + static_cast<size_t>(r) * longest, lengths[r],
+                                        &ep) == kSuccess;
+            eps.push_back(ep);
+        }
+        if (ok) {
+            *group = std::make_unique<Group>(transport, device, std::move(eps), topo.node, comm_id,
+                                             gc, node_abort);
+            ok = (*group)->start() == kSuccess;
+        }
+    };
+    if (topo.equal_ppn()) make_group(topo.local, &h->rail_);
+    if (topo.local == 0) make_group(0, &h->leaders_);
+    // Every member reaches every other before the communicator is used: an
+    // unreachable peer turns the inter path off here, not in a call.
+    for (Group* g : {h->rail_.get(), h->leaders_.get()}) {
+        if (g == nullptr || !ok) continue;
+        std::vector<uint32_t> got(static_cast<size_t>(g->size()));
+        const uint32_t mine = comm_id;
+        std::vector<SendOp> sends;
+        std::vector<RecvOp> recvs;
+        for (int p = 0; p < g->size(); ++p) {
+            if (p == g->me()) continue;
+            sends.push_back({p, &mine, sizeof mine, true});
+            recvs.push_back({p, &got[p], sizeof(uint32_t), false, true});
+        }
+        ok = g->transfer(0, kHelloStep, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR) == kSuccess;
+    }
+    const std::string failure = ok ? "" : last_error();
+    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    if (!all_ok)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "connecting the nodes over %s failed%s%s",
+                         h->description_.c_str(), failure.empty() ? " on another rank" : ": ",
+                         failure.c_str());
+    *out = std::move(h);
+    return kSuccess;
+}
+
+Status Hierarchy::exchange(uint64_t seq, const Verdict& mine, Verdict* out) {
+    Group* g = verdict_group();
+    *out = mine;
+    if (g == nullptr || g->size() == 1) return kSuccess;
+    std::vector<Verdict> theirs(static_cast<size_t>(g->size()));
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    for (int p = 0; p < g->size(); ++p) {
+        if (p == g->me()) continue;
+        sends.push_back({p, &mine, sizeof mine, true});
+        recvs.push_back({p, &theirs[p], sizeof(Verdict), false, true});
+    }
+    GPUCOLL_TRY(g->transfer(seq, kVerdictStep, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR));
+    for (int p = 0; p < g->size(); ++p) {
+        if (p == g->me()) continue;
+        const Verdict& v = theirs[p];
+        if (v.code < kAccelerate || v.code > kDecline)
+            return set_error(GPUCOLL_ERR_INTERNAL, "a peer sent an invalid verdict %u", v.code);
+        if (v.code > out->code) *out = v;
+    }
+    if (out->code == kAccelerate) {
+        for (int p = 0; p < g->size(); ++p)
+            if (p != g->me() && !(theirs[p].sig == mine.sig)) {
+                *out = theirs[p];
+                out->code = kMismatch;
+                break;
+            }
+    }
+    return kSuccess;
+}
+
+void Hierarchy::abort(uint64_t seq) {
+    for (Group* g : {rail_.get(), leaders_.get()})
+        if (g != nullptr) g->abort(seq);
+}
+
+uint64_t Hierarchy::take_bytes_sent() {
+    uint64_t b = 0;
+    for (Group* g : {rail_.get(), leaders_.get()})
+        if (g != nullptr) b += std::exchange(g->bytes_sent, 0);
+    return b;
+}
+
+}  // namespace gpucoll::inter

@@ -1,0 +1,76 @@
+// hierarchy.h - a communicator that spans nodes: which rank is on which
+// node, the groups that talk between nodes (rails: the ranks of one local
+// rank; leaders: local rank 0 of every node), and the per-call agreement
+// between nodes (every node's verdict on the call, exchanged over a group).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpucoll.h"
+#include "inter/group.h"
+#include "inter/group_algorithms.h"
+#include "intra/shared_segment.h"
+
+namespace gpucoll::inter {
+
+struct Topology {
+    int rank = 0, size = 0;
+    int node = 0, local = 0;                // mine
+    std::vector<int> node_of, local_of;     // per rank
+    std::vector<std::vector<int>> members;  // per node: its ranks, in rank order
+    int min_ppn = 0, max_ppn = 0;
+    int nodes() const { return static_cast<int>(members.size()); }
+    bool equal_ppn() const { return min_ppn == max_ppn; }
+    // From every rank's node identity (equal strings: one node).
+    static Topology from_identities(const std::vector<std::string>& ids, int rank);
+};
+
+// A node's answer on one call, exchanged between nodes. Codes by
+// precedence: any decline stages the call everywhere; else a refusal or a
+// mismatch fails it everywhere; else it runs.
+enum VerdictCode : uint32_t { kAccelerate = 1, kMismatch = 2, kRefuse = 3, kDecline = 4 };
+struct Verdict {
+    uint32_t code = kAccelerate;
+    int32_t rank = -1;  // the rank whose post decided a failure
+    intra::CallSignature sig{};
+};
+
+class Hierarchy {
+public:
+    // Collective over the whole communicator (bs). *out stays null, on every
+    // rank, when the transport cannot serve it (why: logged by the caller
+    // from last_error()). node_abort: the node communicator's abort word.
+    static Status create(const gpucoll_bootstrap_t& bs, const Topology& topo,
+                         const gpucoll_comm_config_t& config,
+                         const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out);
+
+    const Topology& topo() const { return topo_; }
+    Group* rail() const { return rail_.get(); }        // equal ranks per node only
+    Group* leaders() const { return leaders_.get(); }  // on local rank 0 only
+    // The group this rank exchanges verdicts over (rail, or leaders when the
+    // nodes have different numbers of ranks); nullptr: read the leader's.
+    Group* verdict_group() const { return rail_ ? rail_.get() : leaders_.get(); }
+    const std::string& description() const { return description_; }
+    InterAlgorithm algorithm() const { return algorithm_; }
+    size_t direct_max_bytes() const { return direct_max_bytes_; }
+
+    // Sends mine to every member of the verdict group and combines theirs.
+    Status exchange(uint64_t seq, const Verdict& mine, Verdict* all);
+    // Tells the other nodes that this rank failed call seq.
+    void abort(uint64_t seq);
+    // Bytes sent between nodes since the last call of this.
+    uint64_t take_bytes_sent();
+
+private:
+    Hierarchy() = default;
+    Topology topo_;
+    std::unique_ptr<Group> rail_, leaders_;
+    std::string description_;
+    InterAlgorithm algorithm_ = InterAlgorithm::Auto;
+    size_t direct_max_bytes_ = 0;
+};
+
+}  // namespace gpucoll::inter

@@ -1,0 +1,83 @@
+// transport.h - the inter-node transport: one UCX context and worker per
+// process, endpoints cached per peer process (by worker address) across
+// communicators, tagged sends and receives with the memory type always
+// declared. Built without UCX, create() fails and communicators that span
+// nodes stay on the staged path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gpucoll::inter {
+
+enum class MemKind { Host, Cuda };
+
+// One send or receive in flight. Owned by the caller; finished by
+// Transport::test (done) or Transport::cancel.
+struct Request {
+    void* handle = nullptr;  // the transport's request (nullptr: completed at once)
+    bool active = false;     // started and not yet finished
+    bool is_recv = false;
+    size_t expected = 0;  // receives: the bytes the message must carry
+};
+
+class Endpoint;
+
+class Transport {
+public:
+    // thread_multi: the worker may be used by several threads at once
+    // (MPI_THREAD_MULTIPLE). GPUCOLL_ERR_UNSUPPORTED when built without UCX.
+    static Status create(bool thread_multi, std::unique_ptr<Transport>* out);
+    ~Transport();
+    Transport(const Transport&) = delete;
+    Transport& operator=(const Transport&) = delete;
+
+    // This process's worker address, for peers to connect to.
+    const std::vector<uint8_t>& address() const;
+    // Whether device pointers of the cuda backend may be handed to the
+    // transport (UCX reports CUDA memory support). Emu memory never is.
+    bool cuda_memory() const;
+    // "UCX 1.13.1, memory types: host" - for verbose output.
+    const std::string& description() const;
+
+    // The endpoint to the worker at address; created once per address.
+    Status connect(const uint8_t* address, size_t bytes, Endpoint** out);
+
+    Status send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes, MemKind kind,
+                Request* req);
+    Status recv(uint64_t tag, uint64_t mask, void* buf, size_t bytes, MemKind kind, Request* req);
+    // Without waiting: *done once req finished (then it is released). A
+    // receive whose message does not carry exactly req->expected bytes fails.
+    Status test(Request* req, bool* done);
+    // Ends a receive that will never match; a send is only released (its
+    // completion is no longer awaited).
+    void cancel(Request* req);
+    void progress();
+
+    struct Impl;
+
+private:
+    explicit Transport(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// Tags: communicator id (16 bits) | call sequence (24) | step (12) | sender (12).
+constexpr int kTagSrcBits = 12, kTagStepBits = 12, kTagSeqBits = 24;
+constexpr uint32_t kMaxGroupSize = 1u << kTagSrcBits;
+constexpr uint32_t kControlStep = (1u << kTagStepBits) - 1;  // abort messages
+constexpr uint64_t make_tag(uint32_t comm, uint64_t seq, uint32_t step, uint32_t src) {
+    return (uint64_t{comm} << (kTagSeqBits + kTagStepBits + kTagSrcBits)) |
+           ((seq & ((uint64_t{1} << kTagSeqBits) - 1)) << (kTagStepBits + kTagSrcBits)) |
+           (uint64_t{step & kControlStep} << kTagSrcBits) | (src & (kMaxGroupSize - 1));
+}
+constexpr uint64_t kTagMatchAll = ~uint64_t{0};
+// Any sequence and sender: the communicator and step must match.
+constexpr uint64_t kTagMatchControl = (~uint64_t{0} << (kTagSeqBits + kTagStepBits + kTagSrcBits)) |
+                                      (uint64_t{kControlStep} << kTagSrcBits);
+
+}  // namespace gpucoll::inter

@@ -1,0 +1,198 @@
+// ucx_transport.cc - the Transport on UCX's tag API (see transport.h and
+// ../shared/notes/ucx-facts.md: the memory type is declared on every
+// operation, device pointers reach UCX only when it reports CUDA support,
+// and the worker is never progressed from inside a UCX callback).
+#include <ucp/api/ucp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "inter/transport.h"
+
+namespace gpucoll::inter {
+
+class Endpoint {
+public:
+    ucp_ep_h ep = nullptr;
+};
+
+struct Transport::Impl {
+    ucp_context_h context = nullptr;
+    ucp_worker_h worker = nullptr;
+    std::vector<uint8_t> address;
+    bool cuda = false;
+    std::string description;
+    std::mutex mutex;  // the endpoint map (the worker itself is UCX's to lock)
+    std::map<std::vector<uint8_t>, std::unique_ptr<Endpoint>> endpoints;
+
+    ~Impl() {
+        // Endpoints first, forced: a peer may be gone (peer error handling).
+        for (auto& [address, e] : endpoints) {
+            ucp_request_param_t param{};
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            ucs_status_ptr_t r = ucp_ep_close_nbx(e->ep, &param);
+            if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+                while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker);
+                ucp_request_free(r);
+            }
+        }
+        endpoints.clear();
+        if (worker != nullptr) ucp_worker_destroy(worker);
+        if (context != nullptr) ucp_cleanup(context);
+    }
+};
+
+namespace {
+
+Status ucx_error(const char* what, ucs_status_t s) {
+    return set_error(GPUCOLL_ERR_SYSTEM, "UCX %s failed: %s", what, ucs_status_string(s));
+}
+
+ucs_memory_type_t memory_type(MemKind kind) {
+    return kind == MemKind::Cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+}
+
+}  // namespace
+
+Transport::Transport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Transport::~Transport() = default;
+
+Status Transport::create(bool thread_multi, std::unique_ptr<Transport>* out) {
+    auto impl = std::make_unique<Impl>();
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return ucx_error("ucp_config_read", s);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG;
+    params.mt_workers_shared = thread_multi ? 1 : 0;
+    s = ucp_init(&params, config, &impl->context);
+    ucp_config_release(config);
+    if (s != UCS_OK) return ucx_error("ucp_init", s);
+
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    s = ucp_context_query(impl->context, &attr);
+    if (s != UCS_OK) return ucx_error("ucp_context_query", s);
+    impl->cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+
+    ucp_worker_params_t wparams{};
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+    s = ucp_worker_create(impl->context, &wparams, &impl->worker);
+    if (s != UCS_OK) return ucx_error("ucp_worker_create", s);
+    ucp_address_t* address = nullptr;
+    size_t length = 0;
+    s = ucp_worker_get_address(impl->worker, &address, &length);
+    if (s != UCS_OK) return ucx_error("ucp_worker_get_address", s);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
+    impl->address.assign(bytes, bytes + length);
+    ucp_worker_release_address(impl->worker, address);
+
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    char text[128];
+    std::snprintf(text, sizeof text, "UCX %u.%u.%u, memory types: host%s", major, minor, release,
+                  impl->cuda ? ", cuda" : "");
+    impl->description = text;
+    out->reset(new Transport(std::move(impl)));
+    return kSuccess;
+}
+
+const std::vector<uint8_t>& Transport::address() const { return impl_->address; }
+bool Transport::cuda_memory() const { return impl_->cuda; }
+const std::string& Transport::description() const { return impl_->description; }
+
+Status Transport::connect(const uint8_t* address, size_t bytes, Endpoint** out) {
+    std::vector<uint8_t> key(address, address + bytes);
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto it = impl_->endpoints.find(key);
+    if (it == impl_->endpoints.end()) {
+        auto e = std::make_unique<Endpoint>();
+        ucp_ep_params_t params{};
+        params.field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.address = reinterpret_cast<const ucp_address_t*>(address);
+        // A peer that dies must not leave this process hanging at close.
+        params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ucs_status_t s = ucp_ep_create(impl_->worker, &params, &e->ep);
+        if (s != UCS_OK) return ucx_error("ucp_ep_create", s);
+        it = impl_->endpoints.emplace(std::move(key), std::move(e)).first;
+    }
+    *out = it->second.get();
+    return kSuccess;
+}
+
+Status Transport::send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes, MemKind kind,
+                       Request* req) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.memory_type = memory_type(kind);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep->ep, buf, bytes, tag, &param);
+    if (UCS_PTR_IS_ERR(r)) return ucx_error("tag send", UCS_PTR_STATUS(r));
+    *req = Request{r, r != nullptr, false, bytes};
+    return kSuccess;
+}
+
+Status Transport::recv(uint64_t tag, uint64_t mask, void* buf, size_t bytes, MemKind kind,
+                       Request* req) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.memory_type = memory_type(kind);
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(impl_->worker, buf, bytes, tag, mask, &param);
+    if (UCS_PTR_IS_ERR(r)) return ucx_error("tag receive", UCS_PTR_STATUS(r));
+    *req = Request{r, true, true, bytes};
+    return kSuccess;
+}
+
+Status Transport::test(Request* req, bool* done) {
+    *done = !req->active;
+    if (*done) return kSuccess;
+    if (req->handle == nullptr) {  // completed at once
+        req->active = false;
+        *done = true;
+        return kSuccess;
+    }
+    ucs_status_t s = UCS_OK;
+    size_t received = req->expected;
+    if (req->is_recv) {
+        ucp_tag_recv_info_t info{};
+        s = ucp_tag_recv_request_test(req->handle, &info);
+        received = info.length;
+    } else {
+        s = ucp_request_check_status(req->handle);
+    }
+    if (s == UCS_INPROGRESS) return kSuccess;
+    ucp_request_free(req->handle);
+    req->handle = nullptr;
+    req->active = false;
+    *done = true;
+    if (s != UCS_OK) return ucx_error(req->is_recv ? "tag receive" : "tag send", s);
+    if (received != req->expected)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a peer sent %zu bytes where this call expects %zu: the ranks describe "
+                         "different calls",
+                         received, req->expected);
+    return kSuccess;
+}
+
+void Transport::cancel(Request* req) {
+    if (!req->active) return;
+    if (req->handle != nullptr) {
+        if (req->is_recv) {
+            ucp_request_cancel(impl_->worker, req->handle);
+            while (ucp_request_check_status(req->handle) == UCS_INPROGRESS)
+                ucp_worker_progress(impl_->worker);
+        }
+        ucp_request_free(req->handle);
+    }
+    req->handle = nullptr;
+    req->active = false;
+}
+
+void Transport::progress() { ucp_worker_progress(impl_->worker); }
+
+}  // namespace gpucoll::inter

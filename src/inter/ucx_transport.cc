@@ -16,6 +16,7 @@ namespace gpucoll::inter {
 class Endpoint {
 public:
     ucp_ep_h ep = nullptr;
+    bool failed = false;  // UCX reported the peer unreachable (its operations fail)
 };
 
 struct Transport::Impl {
@@ -113,8 +114,14 @@ Status Transport::connect(const uint8_t* address, size_t bytes, Endpoint** out) 
     if (it == impl_->endpoints.end()) {
         auto e = std::make_unique<Endpoint>();
         ucp_ep_params_t params{};
-        params.field_mask =
-            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        // Called from progress when the peer is gone: its requests complete
+        // with an error, which the waits report; nothing else to do here.
+        params.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
+            static_cast<Endpoint*>(arg)->failed = true;
+        };
+        params.err_handler.arg = e.get();
         params.address = reinterpret_cast<const ucp_address_t*>(address);
         // A peer that dies must not leave this process hanging at close.
         params.err_mode = UCP_ERR_HANDLING_MODE_PEER;

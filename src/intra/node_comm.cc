@@ -433,13 +433,16 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
     for (unsigned spins = 0;; ++spins) {
-        if (flag.load(std::memory_order_acquire) >= word) return kSuccess;
+        if (flag.load(std::memory_order_acquire) >= word) {
+            // A peer that failed this call moves on to the next one, whose
+            // post passes every step of this one: it set the abort word
+            // before, so the acquire above makes it visible here.
+            if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq) break;
+            return kSuccess;
+        }
         // Peers may be waiting for our steps while we wait for theirs.
         if (!pending_signals_.empty()) GPUCOLL_TRY(publish_reached());
-        if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq)
-            return set_error(GPUCOLL_ERR_INTERNAL,
-                             "a peer failed during this gpucoll collective; see its error "
-                             "output");
+        if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq) break;
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
@@ -447,6 +450,8 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
             sched_yield();
         }
     }
+    return set_error(GPUCOLL_ERR_INTERNAL,
+                     "a peer failed during this gpucoll collective; see its error output");
 }
 
 Status NodeComm::wait_all_seen(uint64_t word) {

@@ -61,8 +61,9 @@
 typedef struct tu_state {
     int world_rank, world_size;
     long checks, failures, reported;
-    unsigned expect_device; /* allowed paths of device-buffer calls */
-    unsigned expect_host;   /* allowed paths of host-buffer calls */
+    unsigned expect_device;                   /* allowed paths of device-buffer calls */
+    unsigned expect_coll[GPUCOLL_COLL_COUNT]; /* per collective, if nonzero (--expect COLL=PATH) */
+    unsigned expect_host;                     /* allowed paths of host-buffer calls */
     /* expected last_algorithm of accelerated calls per collective, or NULL */
     const char* algorithm[GPUCOLL_COLL_COUNT];
     int verbose;
@@ -111,6 +112,7 @@ static inline void tu_usage_common(void) {
     fprintf(stderr,
             "common options:\n"
             "  --expect staged|accelerated|any  path of device-buffer calls (default staged)\n"
+            "  --expect COLL=PATH               the same, for one collective\n"
             "  --algorithm [COLL=]NAME          last_algorithm of accelerated calls (of COLL)\n"
             "  --expect-host delegated|none     path of host-buffer calls (default delegated)\n"
             "  --pool-memory                    even ranks' device buffers are pool memory\n"
@@ -123,6 +125,24 @@ static inline void tu_usage_common(void) {
 static inline int tu_parse_option(int argc, char** argv, int* i) {
     const char* a = argv[*i];
     const char* v = (*i + 1 < argc) ? argv[*i + 1] : NULL;
+    if (strcmp(a, "--expect") == 0 && v && strchr(v, '=')) { /* COLL=PATH */
+        const char* eq = strchr(v, '=');
+        unsigned mask = strcmp(eq + 1, "staged") == 0        ? TU_PATH_BIT(GPUCOLL_PATH_STAGED)
+                        : strcmp(eq + 1, "accelerated") == 0 ? TU_PATH_BIT(GPUCOLL_PATH_ACCELERATED)
+                        : strcmp(eq + 1, "any") == 0         ? TU_MASK_DEVICE_ANY
+                                                             : 0;
+        int matched = 0;
+        for (int c = 0; c < GPUCOLL_COLL_COUNT && mask; c++) {
+            const char* name = gpucoll_coll_name((gpucoll_coll_t)c);
+            if (strlen(name) == (size_t)(eq - v) && strncmp(v, name, strlen(name)) == 0) {
+                tu.expect_coll[c] = mask;
+                matched = 1;
+            }
+        }
+        if (!matched) return -1;
+        ++*i;
+        return 1;
+    }
     if (strcmp(a, "--expect") == 0 && v) {
         if (strcmp(v, "staged") == 0)
             tu.expect_device = TU_PATH_BIT(GPUCOLL_PATH_STAGED);
@@ -1135,7 +1155,7 @@ static inline int tu_run_case(const tu_case_t* c) {
         else if (c->coll == GPUCOLL_COLL_REDUCE_LOCAL) /* device reduction kernel */
             mask = all_dev ? TU_PATH_BIT(GPUCOLL_PATH_ACCELERATED) : TU_MASK_DEVICE_ANY;
         else
-            mask = tu.expect_device;
+            mask = tu.expect_coll[c->coll] ? tu.expect_coll[c->coll] : tu.expect_device;
     }
     /* Nothing to move anywhere (every rank's counts are 0): Open MPI returns
      * before the coll framework for most collectives, and a component that

@@ -1,0 +1,82 @@
+#!/bin/sh
+# internode.sh - the path between nodes, with nodes faked on this machine
+# (GPUCOLL_HOSTID per rank, as NCCL_HOSTID does for NCCL):
+#  1. test_internode (results, composition, bytes sent between nodes against
+#     the bound) on 2x2, 4x1, 2x1 and 2+1+1 ranks per node, over UCX's tcp
+#     loopback and over UCX's default transports;
+#  2. test_collectives (every collective x type x op x count x in place x
+#     root x mixed memory kinds) on 2x2 and 2+1+1 over tcp: every device call
+#     of allreduce, bcast and allgather takes the path between nodes (checked
+#     call by call with its algorithm); the others are staged;
+#  3. test_mixed (host and device buffers mixed across ranks and nodes);
+#  4. an injected failure on rank 1 (2x2, 4x1, 2+1+1): every rank of its
+#     node fails that call, nobody hangs, later calls are staged and right;
+#  5. rank 1 killed before a call the others are in (2x2): mpirun ends the
+#     job within 30 s and nothing is left in /dev/shm.
+# Skipped when gpucoll was built without UCX.
+set -eu
+. "$(dirname "$0")/mpi-env.sh"
+
+grep -q '^#define GPUCOLL_HAVE_UCX 1' "$GPUCOLL_BUILDDIR/config.h" ||
+    skip "gpucoll was built without UCX"
+
+tcp="-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo"
+# fake SHAPE: a wrapper that puts the ranks on nodes of SHAPE's sizes in
+# rank order ("2 1 1": ranks 0-1 on fake0, 2 on fake1, 3 on fake2). With
+# INJECT set, rank 1's copies of 4093 bytes fail.
+fake() {
+    echo 'r=$OMPI_COMM_WORLD_RANK; n=0; for c in '"$1"'; do [ "$r" -lt "$c" ] && break;
+        r=$((r - c)); n=$((n + 1)); done; export GPUCOLL_HOSTID=fake$n;
+        [ -n "${INJECT:-}" ] && [ "$OMPI_COMM_WORLD_RANK" = 1 ] &&
+        export GPUCOLL_EMU_FAIL_COPY_BYTES=4093; exec "$0" "$@"'
+}
+np_of() { _t=0; for _c in $1; do _t=$((_t + _c)); done; echo "$_t"; }
+
+echo "== 1. test_internode: shapes x transports"
+for shape in "2 2" "1 1 1 1" "1 1" "2 1 1"; do
+    for tls in "$tcp" ""; do
+        # shellcheck disable=SC2086 # words
+        run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tls -- \
+            sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_internode"
+    done
+done
+
+echo "== 2. test_collectives between nodes"
+for shape in "2 2" "2 1 1"; do
+    allreduce=hier
+    [ "$shape" = "2 1 1" ] && allreduce=leader
+    # shellcheck disable=SC2086 # words
+    run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_collectives" --no-large --expect staged \
+        --expect allreduce=accelerated --expect bcast=accelerated \
+        --expect allgather=accelerated --algorithm allreduce=$allreduce \
+        --algorithm bcast=hier --algorithm allgather=leader
+done
+
+echo "== 3. test_mixed between nodes"
+# shellcheck disable=SC2086 # words
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- sh -c "$(fake "2 2")" \
+    "$MPI_TESTDIR/test_mixed" --expect any
+
+echo "== 4. injected failure"
+for shape in "2 2" "1 1 1 1" "2 1 1"; do
+    # shellcheck disable=SC2086 # words
+    INJECT=1 run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -x INJECT -- \
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_internode" --inject
+done
+
+echo "== 5. a rank killed in the middle"
+shm_before=$(ls /dev/shm | sort)
+start=$(date +%s)
+rc=0
+# shellcheck disable=SC2086 # words
+GPUCOLL_TEST_TIMEOUT=60 MPI_QUIET=1 try_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
+    sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_internode" --kill || rc=$?
+took=$(($(date +%s) - start))
+echo "mpirun ended with status $rc after ${took}s (137: rank 1's SIGKILL, as mpirun reports it)"
+[ "$rc" -ne 0 ] || fail "the job survived the death of rank 1"
+[ "$took" -le 30 ] || fail "the job took ${took}s to end after rank 1 died (limit 30s)"
+sleep 1
+left=$(ls /dev/shm | sort | comm -13 "$(printf '%s\n' "$shm_before" > "$MPI_TMP/shm"; echo "$MPI_TMP/shm")" -)
+[ -z "$left" ] || fail "left in /dev/shm after the killed job: $left"
+echo "PASS: internode"

@@ -8,6 +8,7 @@
 #   contrib/bench.sh                        # allreduce 4:64M, np 4, best backend
 #   contrib/bench.sh -n 4 -c allreduce -m 4K:64M -r 3
 #   contrib/bench.sh -c bcast -a staged,one_shot -- -t double -T 0.5
+#   contrib/bench.sh -N 2x2,4x1,2x1 -a auto,staged -m 4M:64M   # between (faked) nodes
 set -u
 
 usage() {
@@ -26,6 +27,10 @@ usage: contrib/bench.sh [options] [BUILDDIR] [-- gpucoll_bench options]
                algorithm actually taken, from gpucoll's counters)
   -T SECONDS   time cap per size and run (gpucoll_bench -T; default 0.5)
   -x ARGS      extra mpirun arguments (one string, split on spaces)
+  -N SHAPES    fake nodes on this machine (GPUCOLL_HOSTID per rank), a comma list
+               of shapes NODESxRANKS (2x2: 2 nodes of 2 ranks) or sizes joined
+               by + (2+1+1); replaces -n. UCX goes over tcp loopback unless
+               UCX_TLS / UCX_NET_DEVICES are set in the environment
   -b BUILDDIR  build tree (default: the argument, ./_build, ./_build/*, the
                current directory, or _build next to this script)
   -q           print only the commands and the comparison tables
@@ -43,6 +48,7 @@ device=
 algs=
 tcap=0.5
 extra_mpirun=
+shapes=
 builddir=
 quiet=0
 bench_args=()
@@ -57,6 +63,7 @@ while [ $# -gt 0 ]; do
     -a) algs=$2; shift 2 ;;
     -T) tcap=$2; shift 2 ;;
     -x) extra_mpirun=$2; shift 2 ;;
+    -N) shapes=$2; shift 2 ;;
     -b) builddir=$2; shift 2 ;;
     -q) quiet=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -115,16 +122,35 @@ case $device in cuda | emu) ;; *) echo "bench.sh: -d must be cuda or emu" >&2; e
 case $colls in all) colls=allreduce,bcast,allgather,reduce_scatter,reduce_scatter_block,reduce ;; esac
 
 # ---------------------------------------------------------------- mpirun
-# shellcheck disable=SC2206 # MPIRUN may hold a command with arguments
-mpirun_cmd=(${MPIRUN:-mpirun} -np "$np")
-[ "$(id -u)" = 0 ] && mpirun_cmd+=(--allow-run-as-root)
-ncpu=$(nproc 2>/dev/null || echo 1)
-[ "$np" -gt "$ncpu" ] && mpirun_cmd+=(--oversubscribe)
-mpirun_cmd+=(-x LD_LIBRARY_PATH)
-# shellcheck disable=SC2206
-[ -n "$extra_mpirun" ] && mpirun_cmd+=($extra_mpirun)
+# make_mpirun NP [NODE_SIZES]: mpirun_cmd for NP ranks; with node sizes
+# ("2 1 1"), a wrapper (wrap_cmd) that gives each rank its fake node.
+make_mpirun() {
+    local n=$1 sizes=${2:-}
+    # shellcheck disable=SC2206 # MPIRUN may hold a command with arguments
+    mpirun_cmd=(${MPIRUN:-mpirun} -np "$n")
+    [ "$(id -u)" = 0 ] && mpirun_cmd+=(--allow-run-as-root)
+    ncpu=$(nproc 2>/dev/null || echo 1)
+    [ "$n" -gt "$ncpu" ] && mpirun_cmd+=(--oversubscribe)
+    mpirun_cmd+=(-x LD_LIBRARY_PATH)
+    # shellcheck disable=SC2206
+    [ -n "$extra_mpirun" ] && mpirun_cmd+=($extra_mpirun)
+    wrap_cmd=()
+    if [ -n "$sizes" ]; then
+        mpirun_cmd+=(-x "UCX_TLS=${UCX_TLS:-tcp,self}" -x "UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}")
+        wrap_cmd=(sh -c 'r=$OMPI_COMM_WORLD_RANK; n=0; for c in '"$sizes"'; do
+            [ "$r" -lt "$c" ] && break; r=$((r - c)); n=$((n + 1)); done
+            export GPUCOLL_HOSTID=fake$n; exec "$0" "$@"')
+    fi
+}
 env_cmd=(env "OMPI_MCA_mca_base_component_path=$compdir:SYS_DEFAULT:USER_DEFAULT"
     "LD_LIBRARY_PATH=$B/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+# shape_sizes SHAPE: "2x2" -> "2 2", "2+1+1" -> "2 1 1"
+shape_sizes() {
+    case $1 in
+    *x*) local k out=''; for ((k = 0; k < ${1%x*}; k++)); do out+="${1#*x} "; done; echo "$out" ;;
+    *) echo "${1//+/ }" ;;
+    esac
+}
 
 # Prints a command so that it can be pasted back into a shell.
 show() {
@@ -146,7 +172,7 @@ status=0
 #   files: $tmp/<coll>.v<variant>.r<repeat>; labels: |-separated; dev: 1 = device variant
 compare() {
     local coll=$1 labels=$2 devs=$3
-    awk -v labels="$labels" -v devs="$devs" -v coll="$coll" -v np="$np" -v dev="$device" \
+    awk -v labels="$labels" -v devs="$devs" -v coll="$coll" -v np="$where" -v dev="$device" \
         -v reps="$repeats" '
     function median(key, n,   i, j, t, a) {
         for (i = 1; i <= n; i++) a[i] = vals[key, i]
@@ -167,7 +193,7 @@ compare() {
     }
     END {
         off = 0; for (i = 1; i <= nv; i++) if (lab[i] == "host,off") off = i - 1
-        printf "# comparison: %s, np %d, %s, median of %d run%s per size: latency us (busbw GB/s)\n", coll, np, dev, reps, reps == 1 ? "" : "s"
+        printf "# comparison: %s, %s, %s, median of %d run%s per size: latency us (busbw GB/s)\n", coll, np, dev, reps, reps == 1 ? "" : "s"
         printf "#%10s", "size(B)"
         for (i = 1; i <= nv; i++) {
             printf "  %20s", lab[i]
@@ -199,6 +225,19 @@ IFS=, read -r -a alg_list <<<"${algs:-}"
 [ ${#alg_list[@]} -eq 0 ] && alg_list=("")
 
 summary=()
+IFS=, read -r -a shape_list <<<"${shapes:-}"
+[ ${#shape_list[@]} -eq 0 ] && shape_list=("")
+for shape in "${shape_list[@]}"; do
+if [ -n "$shape" ]; then
+    sizes_of_nodes=$(shape_sizes "$shape")
+    np=0
+    for c in $sizes_of_nodes; do np=$((np + c)); done
+    where="np $np as fake nodes $shape"
+    make_mpirun "$np" "$sizes_of_nodes"
+else
+    where="np $np"
+    make_mpirun "$np"
+fi
 for coll in "${coll_list[@]}"; do
     labels=() devs=() vargs=()
     for alg in "${alg_list[@]}"; do
@@ -213,9 +252,9 @@ for coll in "${coll_list[@]}"; do
         for i in "${!vargs[@]}"; do
             IFS='|' read -r margs bargs <<<"${vargs[$i]}"
             # shellcheck disable=SC2206
-            cmd=("${env_cmd[@]}" "${mpirun_cmd[@]}" $margs "$bench" "$coll" $bargs -m "$sizes" -T "$tcap" "${bench_args[@]}")
+            cmd=("${env_cmd[@]}" "${mpirun_cmd[@]}" $margs "${wrap_cmd[@]}" "$bench" "$coll" $bargs -m "$sizes" -T "$tcap" "${bench_args[@]}")
             out=$tmp/$coll.v$i.r$r
-            echo "# [$coll ${labels[$i]}, run $r/$repeats]"
+            echo "# [$coll ${labels[$i]}, $where, run $r/$repeats]"
             show "${cmd[@]}"
             if [ "$quiet" = 1 ]; then
                 "${cmd[@]}" >"$out" 2>&1
@@ -235,6 +274,8 @@ for coll in "${coll_list[@]}"; do
     IFS='|'
     summary+=("$(compare "$coll" "${labels[*]}" "${devs[*]}")")
     IFS=$old_ifs
+    rm -f "$tmp/$coll".v*.r*
+done
 done
 
 for s in "${summary[@]}"; do

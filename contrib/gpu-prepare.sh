@@ -9,6 +9,10 @@
 #                 --enable-cuda=basic, when GPUCOLL_OSU_SRC names an OSU 7.x
 #                 source tree or tarball (public; never committed here)
 #   .gpu/lib      libcudart.so.13 for those OSU programs
+#   .gpu/ucx      UCX 1.22 with CUDA (cuda_copy, cuda_ipc) from the PyPI wheel
+#                 libucx-cu13 (downloaded with pip, or GPUCOLL_UCX_WHEEL names
+#                 the .whl), stripped; the build links it (--with-ucx) so that
+#                 the path between (faked) nodes hands device memory to UCX
 # Then, with the device tool: run command "contrib/gpu-run.sh" carrying ".gpu".
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,9 +26,36 @@ cp "$shared"/gpu/*.sh .gpu/
 [ -n "$(ls .gpu/debs/*.deb 2>/dev/null)" ] || .gpu/fetch-mpi-debs.sh .gpu/debs
 "$top/contrib/install-deps.sh"
 [ -x configure ] || ./autogen.sh
+if [ ! -f .gpu/ucx/include/ucp/api/ucp.h ]; then
+    wheel_dir=$(mktemp -d /tmp/gpucoll-ucx.XXXXXX)
+    wheel=${GPUCOLL_UCX_WHEEL:-}
+    if [ -z "$wheel" ]; then
+        pip download -q --no-deps -d "$wheel_dir" libucx-cu13 && wheel=$(ls "$wheel_dir"/*.whl)
+    fi
+    if [ -n "$wheel" ] && (cd "$wheel_dir" && unzip -q -o "$wheel" 'libucx/*' 'libucx_cu13.libs/*'); then
+        w=$wheel_dir/libucx
+        mkdir -p .gpu/ucx/lib/ucx .gpu/ucx/bin
+        for f in "$w"/lib/lib{ucp,uct,ucs,ucm,ucs_signal}.so.0.0.0 "$w"/lib/ucx/lib{uct_cuda,ucm_cuda,uct_cma}.so.0.0.0; do
+            d=.gpu/ucx/lib
+            case $f in */lib/ucx/*) d=.gpu/ucx/lib/ucx ;; esac
+            b=$(basename "$f" .0.0)
+            cp "$f" "$d/" && strip --strip-unneeded "$d/$(basename "$f")"
+            ln -sf "$(basename "$f")" "$d/$b"
+            ln -sf "$(basename "$f")" "$d/${b%.0}"
+        done
+        cp "$wheel_dir"/libucx_cu13.libs/* .gpu/ucx/lib/ 2>/dev/null || true
+        cp "$w"/bin/ucx_info .gpu/ucx/bin/ && strip .gpu/ucx/bin/ucx_info
+        cp -r "$w"/include .gpu/ucx/
+    else
+        echo "gpu-prepare: no libucx-cu13 wheel: the GPU build has no UCX (no inter-node path)" >&2
+    fi
+    rm -rf "$wheel_dir"
+fi
+ucx_arg=--without-ucx
+[ -f .gpu/ucx/include/ucp/api/ucp.h ] && ucx_arg=--with-ucx=$top/.gpu/ucx
 mkdir -p .gpu/build
 cd .gpu/build
-[ -f Makefile ] || ../../configure --enable-werror --with-cuda=/usr/local/cuda \
+[ -f Makefile ] || ../../configure --enable-werror --with-cuda=/usr/local/cuda "$ucx_arg" \
     --with-cuda-arch="80 90" CFLAGS=-O2 CXXFLAGS=-O2
 make -j"$(nproc)"
 make -j"$(nproc)" check TESTS=   # the test programs, not run here

@@ -13,6 +13,8 @@
 #   bench-allreduce  allreduce 4 B..256 MiB, np 2 and 4, staged vs each algorithm
 #   bench-all        bcast, allgather, reduce_scatter_block, reduce, np 4
 #   bench-kernel     reduction kernel bandwidth against device-to-device copies
+#   internode        the path between nodes, nodes faked (GPUCOLL_HOSTID), UCX
+#                    1.22 with CUDA from .gpu/ucx: tests and allreduce benchmark
 #   osu              OSU Micro-Benchmarks (built by gpu-prepare.sh into .gpu/osu)
 #                    -d cuda with validation, gpucoll's choice and all staged
 #
@@ -150,6 +152,37 @@ step_osu() {
                     "$osu/$t" -d cuda -c -m 8:67108864 -i 50 -x 5 2>&1 | tail -n 30 || rc=1
             done
         done
+    done
+    return $rc
+}
+
+# Between faked nodes (GPUCOLL_HOSTID) with UCX 1.22 from the libucx-cu13
+# wheel (.gpu/ucx, linked by the build), ahead of the Debian UCX 1.13 the
+# Open MPI .debs bring: tests (2x2, 2x1, 2+1+1) with UCX's own transports
+# (cuda_copy / cuda_ipc: device memory straight to UCX) and with tcp only
+# (device memory staged through pinned host memory), then the benchmark.
+step_internode() {
+    local rc=0 shape tls wrap
+    [ -d "$top/.gpu/ucx/lib" ] || { echo "no .gpu/ucx (contrib/gpu-prepare.sh)"; return 1; }
+    export LD_LIBRARY_PATH=$top/.gpu/ucx/lib:$LD_LIBRARY_PATH
+    "$top/.gpu/ucx/bin/ucx_info" -v | head -2
+    for tls in all tcp,self; do
+        for shape in "2 2" "1 1" "2 1 1"; do
+            local np=0 c
+            for c in $shape; do np=$((np + c)); done
+            wrap='r=$OMPI_COMM_WORLD_RANK; n=0; for c in '"$shape"'; do [ "$r" -lt "$c" ] && break;
+                r=$((r - c)); n=$((n + 1)); done; export GPUCOLL_HOSTID=fake$n; exec "$0" "$@"'
+            echo "== test_internode, nodes of $shape ranks, UCX_TLS=$tls"
+            timeout 120 mpirun -np "$np" --oversubscribe --mca coll_gpucoll_device cuda \
+                --mca coll_gpucoll_verbose 1 -x LD_LIBRARY_PATH -x "UCX_TLS=$tls" \
+                sh -c "$wrap" "$B/test/mpi/test_internode" 2>&1 |
+                grep -E 'between nodes|off between|test_internode|FAIL|rror' | sort | uniq -c || rc=1
+        done
+    done
+    for tls in all tcp,self; do
+        UCX_TLS=$tls contrib/bench.sh -q -b "$B" -d cuda -N "${GPUCOLL_BENCH_SHAPES:-2x2,2x1}" \
+            -c allreduce -m "${GPUCOLL_BENCH_SIZES:-4K:64M}" -r "${GPUCOLL_BENCH_REPEATS:-2}" \
+            -T 0.3 -a auto,staged -x "-x LD_LIBRARY_PATH" || rc=1
     done
     return $rc
 }

@@ -79,6 +79,7 @@ typedef struct mca_coll_gpucoll_component_t {
     int inter_algorithm;    /* 0 auto, 1 ring, 2 direct */
     size_t inter_chunk_size;
     size_t inter_direct_max;
+    int inter_device_memory; /* 0 auto, 1 direct, 2 staged */
 
     /* state */
     int output;           /* opal_output stream, verbosity = verbose */

@@ -122,6 +122,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.inter_algorithm = c->inter_algorithm;
     config.inter_chunk_bytes = c->inter_chunk_size;
     config.inter_direct_max_bytes = c->inter_direct_max;
+    config.inter_device_memory = c->inter_device_memory;
     config.thread_multiple = c->thread_multiple;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};

@@ -45,6 +45,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .inter_algorithm = 0,
     .inter_chunk_size = 1024 * 1024,
     .inter_direct_max = 16 * 1024,
+    .inter_device_memory = 0,
     .output = -1,
     .backend_ready = false,
 };
@@ -66,6 +67,13 @@ static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
     {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
     {GPUCOLL_ALGO_CHAIN, "chain"},       {GPUCOLL_ALGO_HIER, "hier"},
     {GPUCOLL_ALGO_LEADER, "leader"},     {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_inter_device_memory_values[] = {
+    {0, "auto"},
+    {1, "direct"},
+    {2, "staged"},
+    {0, NULL},
 };
 
 static const mca_base_var_enum_value_t gpucoll_inter_algorithm_values[] = {
@@ -210,6 +218,14 @@ static const gpucoll_param_t gpucoll_params[] = {
      "directly to every node.",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.inter_direct_max},
+    {"inter_device_memory",
+     "How device memory crosses between nodes: auto (straight to UCX when UCX reports CUDA "
+     "support and every endpoint's transports read device memory themselves - InfiniBand/RoCE "
+     "with GPUDirect RDMA, cuda_ipc - else staged), direct (straight to UCX whenever it reports "
+     "CUDA support; UCX 1.22 over tcp was measured to fail), staged (through a persistent "
+     "pinned host pool, chunk by chunk, overlapping copies and transfers).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_inter_device_memory_values, OPAL_INFO_LVL_5,
+     MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.inter_device_memory},
     {"inter_chunk_size",
      "Pipeline chunk (bytes) between nodes when device memory cannot go to UCX directly (UCX "
      "without CUDA support, e.g. Debian's): the device-to-host copy of a chunk overlaps the "

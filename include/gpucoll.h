@@ -304,6 +304,12 @@ typedef struct gpucoll_comm_config {
     int inter_algorithm;           /* 0 auto, 1 ring, 2 direct (every member to every other) */
     size_t inter_chunk_bytes;      /* pipeline chunk of device memory staged through host */
     size_t inter_direct_max_bytes; /* auto: direct up to this many bytes per group member */
+    /* Device memory between nodes: 0 auto (straight to UCX when UCX reports
+     * CUDA support and every endpoint's transports can read device memory:
+     * InfiniBand/RoCE with GPUDirect RDMA, cuda_ipc; else staged), 1 direct
+     * (straight to UCX whenever it reports CUDA support), 2 staged (through
+     * pinned host memory, chunk by chunk) */
+    int inter_device_memory;
     int thread_multiple; /* 1: calls may come from several threads (MPI_THREAD_MULTIPLE) */
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.

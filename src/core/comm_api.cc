@@ -101,10 +101,12 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
                  std::to_string(topo.min_ppn) +
                  (topo.equal_ppn() ? "" : "-" + std::to_string(topo.max_ppn)) +
                  " ranks per node, over " + comm->hierarchy->description() +
-                 (rail == nullptr  ? ", leaders only (uneven nodes)"
-                  : rail->direct() ? ", device memory straight to UCX"
-                                   : ", device memory staged through pinned host "
-                                     "memory in chunks"));
+                 (rail == nullptr ? ", leaders only (uneven nodes)" : "") +
+                 (comm->hierarchy->verdict_group() == nullptr ? ""
+                  : comm->hierarchy->verdict_group()->direct()
+                      ? ", device memory straight to UCX"
+                      : ", device memory staged through pinned host memory in chunks") +
+                 (comm->hierarchy->lanes().empty() ? "" : " (" + comm->hierarchy->lanes() + ")"));
     *out = comm.release();
     return gpucoll::kSuccess;
 }
@@ -128,6 +130,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->inter_algorithm = 0;
     config->inter_chunk_bytes = size_t{1} << 20;
     config->inter_direct_max_bytes = size_t{16} << 10;
+    config->inter_device_memory = 0;
     config->thread_multiple = 0;
     config->verbose = 0;
     config->log = nullptr;

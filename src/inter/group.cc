@@ -44,7 +44,7 @@ Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> member
       comm_id_(comm_id),
       config_(config),
       node_abort_(node_abort),
-      direct_(transport->cuda_memory() && std::string(device->name()) == "cuda") {
+      direct_(false) {
     config_.slots = std::max(config_.slots, 2);
     config_.chunk_bytes = std::max<size_t>(config_.chunk_bytes, 4096);
 }
@@ -70,12 +70,27 @@ Status Group::scratch(size_t bytes, char** out) {
 Status Group::start() {
     control_out_.assign(members_.size(), 0);
     control_sends_.resize(members_.size());
-    if (!direct_) {
-        GPUCOLL_TRY(send_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
-        GPUCOLL_TRY(recv_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
-    }
+    GPUCOLL_TRY(set_direct(false));
     return transport_->recv(make_tag(comm_id_, 0, kControlStep, 0), kTagMatchControl, &control_in_,
                             sizeof control_in_, MemKind::Host, &control_recv_);
+}
+
+Status Group::set_direct(bool direct) {
+    direct_ = direct;
+    if (direct) {
+        send_stage_.reset();
+        recv_stage_.reset();
+        return kSuccess;
+    }
+    GPUCOLL_TRY(send_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
+    return recv_stage_.reserve(device_, config_.chunk_bytes * config_.slots);
+}
+
+bool Group::device_capable(std::string* names) {
+    bool capable = true;
+    for (Endpoint* ep : members_)
+        if (ep != nullptr) capable = transport_->device_capable(ep, names) && capable;
+    return capable;
 }
 
 Status Group::check_abort(uint64_t seq) {

@@ -49,8 +49,13 @@ public:
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
 
-    // Posts the receive for abort messages.
+    // Posts the receive for abort messages; the group starts staged.
     Status start();
+    // Device memory straight to the transport (true) or through the pinned
+    // chunks (false); the same on every member.
+    Status set_direct(bool direct);
+    // Whether every member's endpoint can carry device memory itself.
+    bool device_capable(std::string* names);
 
     int size() const { return static_cast<int>(members_.size()); }
     int me() const { return me_; }

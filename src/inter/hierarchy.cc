@@ -148,6 +148,21 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "connecting the nodes over %s failed%s%s",
                          h->description_.c_str(), failure.empty() ? " on another rank" : ": ",
                          failure.c_str());
+    // Device memory straight to UCX, or staged: the same on every rank. The
+    // endpoints are wired up now (the exchange above), so their transports
+    // are known.
+    bool direct = transport->cuda_memory() && std::string(device->name()) == "cuda" &&
+                  config.inter_device_memory != 2;
+    std::string lanes;
+    for (Group* g : {h->rail_.get(), h->leaders_.get()})
+        if (g != nullptr && direct && config.inter_device_memory == 0)
+            direct = g->device_capable(&lanes);
+    GPUCOLL_TRY(agree(bs, direct, &all_ok));
+    h->lanes_ = lanes;
+    for (Group* g : {h->rail_.get(), h->leaders_.get()})
+        if (g != nullptr) ok = g->set_direct(all_ok) == kSuccess && ok;
+    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    if (!all_ok) return set_error(GPUCOLL_ERR_UNSUPPORTED, "pinned staging buffers unavailable");
     *out = std::move(h);
     return kSuccess;
 }

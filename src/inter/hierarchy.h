@@ -54,6 +54,8 @@ public:
     // nodes have different numbers of ranks); nullptr: read the leader's.
     Group* verdict_group() const { return rail_ ? rail_.get() : leaders_.get(); }
     const std::string& description() const { return description_; }
+    // The transports of this rank's endpoints to other nodes (UCX 1.14+).
+    const std::string& lanes() const { return lanes_; }
     InterAlgorithm algorithm() const { return algorithm_; }
     size_t direct_max_bytes() const { return direct_max_bytes_; }
 
@@ -68,7 +70,7 @@ private:
     Hierarchy() = default;
     Topology topo_;
     std::unique_ptr<Group> rail_, leaders_;
-    std::string description_;
+    std::string description_, lanes_;
     InterAlgorithm algorithm_ = InterAlgorithm::Auto;
     size_t direct_max_bytes_ = 0;
 };

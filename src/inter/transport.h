@@ -47,6 +47,13 @@ public:
 
     // The endpoint to the worker at address; created once per address.
     Status connect(const uint8_t* address, size_t bytes, Endpoint** out);
+    // Whether every transport ep's lanes use can read device memory itself
+    // (InfiniBand/RoCE with GPUDirect RDMA, cuda_ipc, cuda_copy), once the
+    // endpoint is wired up; false for host-only transports (tcp, shared
+    // memory), to which UCX 1.22 hands device pointers and fails (measured:
+    // tcp send EIO), and where UCX cannot tell (before 1.14). *names: what
+    // the endpoint uses, for verbose output.
+    bool device_capable(Endpoint* ep, std::string* names);
 
     Status send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes, MemKind kind,
                 Request* req);

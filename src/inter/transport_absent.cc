@@ -36,5 +36,6 @@ Status Transport::test(Request*, bool* done) {
 }
 void Transport::cancel(Request*) {}
 void Transport::progress() {}
+bool Transport::device_capable(Endpoint*, std::string*) { return false; }
 
 }  // namespace gpucoll::inter

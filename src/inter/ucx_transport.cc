@@ -202,4 +202,29 @@ void Transport::cancel(Request* req) {
 
 void Transport::progress() { ucp_worker_progress(impl_->worker); }
 
+bool Transport::device_capable(Endpoint* ep, std::string* names) {
+#if UCP_API_VERSION >= UCP_VERSION(1, 14)
+    ucp_transport_entry_t entries[16];
+    ucp_ep_attr_t attr{};
+    attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+    attr.transports.entries = entries;
+    attr.transports.num_entries = 16;
+    attr.transports.entry_size = sizeof(ucp_transport_entry_t);
+    if (ucp_ep_query(ep->ep, &attr) != UCS_OK) return false;
+    bool capable = attr.transports.num_entries > 0;
+    for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
+        const std::string tl = entries[i].transport_name ? entries[i].transport_name : "?";
+        *names += (names->empty() ? "" : ",") + tl + "/" +
+                  (entries[i].device_name ? entries[i].device_name : "?");
+        for (const char* host_only : {"tcp", "sysv", "posix", "cma", "xpmem", "knem"})
+            if (tl == host_only) capable = false;
+    }
+    return capable;
+#else
+    (void)ep;
+    *names = "unknown (UCX before 1.14)";
+    return false;
+#endif
+}
+
 }  // namespace gpucoll::inter

@@ -1,0 +1,230 @@
+// The path between nodes through the bootstrap seam, without MPI: ranks are
+// forked processes (each with its own UCX worker), put on fake nodes with
+// GPUCOLL_HOSTID, talking over UCX's tcp loopback, on the emu device. Every
+// composition (rails, leaders) and inter-node algorithm (ring, direct,
+// binomial bcast) against a host reference, with odd node counts and
+// uneven nodes; and the topology computed from node identities.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "fork_bootstrap.h"
+#include "gpucoll.h"
+#include "inter/hierarchy.h"
+
+namespace {
+
+TEST(Topology, FromIdentities) {
+    const auto t = gpucoll::inter::Topology::from_identities({"b", "a", "b", "c", "a"}, 2);
+    EXPECT_EQ(t.nodes(), 3);
+    EXPECT_EQ(t.node, 0);   // "b": the node of rank 0 comes first
+    EXPECT_EQ(t.local, 1);  // rank 2 is the second rank on it
+    EXPECT_EQ(t.members[1], (std::vector<int>{1, 4}));
+    EXPECT_EQ(t.min_ppn, 1);
+    EXPECT_EQ(t.max_ppn, 2);
+    EXPECT_FALSE(t.equal_ppn());
+    EXPECT_EQ(t.node_of, (std::vector<int>{0, 1, 0, 2, 1}));
+    EXPECT_EQ(t.local_of, (std::vector<int>{0, 0, 1, 0, 1}));
+}
+
+struct Case {
+    std::vector<int> nodes;  // ranks per fake node, in rank order
+    int inter_algorithm;     // 0 auto, 1 ring, 2 direct
+    const char* allreduce;   // expected composition
+};
+
+std::string name_of(const ::testing::TestParamInfo<Case>& info) {
+    std::string n;
+    for (int c : info.param.nodes) n += (n.empty() ? "" : "_") + std::to_string(c);
+    static const char* algos[] = {"auto", "ring", "direct"};
+    return "nodes_" + n + "_" + algos[info.param.inter_algorithm];
+}
+
+int node_of(const std::vector<int>& nodes, int rank) {
+    int n = 0;
+    for (int c : nodes) {
+        if (rank < c) return n;
+        rank -= c;
+        ++n;
+    }
+    return -1;
+}
+
+// Everything one rank checks; the number of failures is its exit status.
+struct Checker {
+    int rank, failures = 0;
+    void check(bool ok, const char* fmt, const std::string& what)
+        __attribute__((format(printf, 3, 0))) {
+        if (ok) return;
+        ++failures;
+        char line[512];
+        std::snprintf(line, sizeof line, fmt, what.c_str());
+        std::fprintf(stderr, "[rank %d] %s\n", rank, line);  // one write: ranks interleave
+    }
+};
+
+void* dalloc(size_t bytes) {
+    void* p = nullptr;
+    return gpucoll_malloc_device(&p, bytes) == 0 ? p : nullptr;
+}
+
+int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
+    Checker k{rank};
+    const std::string host = "u" + std::to_string(node_of(c.nodes, rank));
+    setenv("GPUCOLL_HOSTID", host.c_str(), 1);
+    if (gpucoll_init_backend("emu") != 0) return 100;
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    config.inter_algorithm = c.inter_algorithm;
+    config.inter_chunk_bytes = 64 << 10;  // several chunks in flight for the larger cases
+    gpucoll_comm_t* comm = nullptr;
+    if (gpucoll_comm_create(&bs, &config, &comm) != 0 || comm == nullptr) {
+        std::fprintf(stderr, "[rank %d] no communicator: %s\n", rank, gpucoll_last_error());
+        return 101;
+    }
+    const int n = bs.size;
+    auto run = [&](const gpucoll_call_t& call, const std::string& what, const char* algo) {
+        const int rc = gpucoll_comm_run(comm, &call);
+        k.check(rc == 0, "%s: gpucoll_comm_run failed", what + ": " + gpucoll_last_error());
+        gpucoll_counters_t ctr;
+        gpucoll_counters_get(&ctr);
+        k.check(std::strcmp(ctr.last_algorithm, algo) == 0, "%s: wrong algorithm",
+                what + " ran " + ctr.last_algorithm);
+    };
+    // allreduce: float sums of small integers (exact), in place and not
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{300000}}) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+            const size_t bytes = count * sizeof(float);
+            std::vector<float> h(count);
+            for (size_t i = 0; i < count; ++i) h[i] = float((i * 3 + size_t(rank)) % 29);
+            void* s = dalloc(bytes);
+            void* r = dalloc(bytes);
+            gpucoll_memcpy(in_place ? r : s, h.data(), bytes);
+            gpucoll_call_t call{};
+            call.coll = GPUCOLL_COLL_ALLREDUCE;
+            call.sendbuf = in_place ? nullptr : s;
+            call.recvbuf = r;
+            call.count = count;
+            call.dtype = GPUCOLL_FLOAT;
+            call.op = GPUCOLL_OP_SUM;
+            call.eligible = call.on_device = 1;
+            const std::string what =
+                "allreduce of " + std::to_string(count) + (in_place ? " in place" : "");
+            run(call, what, c.allreduce);
+            gpucoll_memcpy(h.data(), r, bytes);
+            long bad = 0;
+            for (size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int p = 0; p < n; ++p) want += float((i * 3 + size_t(p)) % 29);
+                bad += h[i] != want;
+            }
+            k.check(bad == 0, "%s: wrong elements", what);
+            gpucoll_free_device(s);
+            gpucoll_free_device(r);
+        }
+    }
+    // bcast from every root
+    for (int root = 0; root < n; ++root) {
+        const size_t bytes = 100003;
+        std::vector<unsigned char> h(bytes, 0xee);
+        if (rank == root)
+            for (size_t i = 0; i < bytes; ++i)
+                h[i] = static_cast<unsigned char>(i * 5 + size_t(root));
+        void* b = dalloc(bytes);
+        gpucoll_memcpy(b, h.data(), bytes);
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_BCAST;
+        call.recvbuf = b;
+        call.count = bytes;
+        call.dtype = GPUCOLL_BYTE;
+        call.root = root;
+        call.eligible = call.on_device = 1;
+        run(call, "bcast from " + std::to_string(root), "hier");
+        gpucoll_memcpy(h.data(), b, bytes);
+        long bad = 0;
+        for (size_t i = 0; i < bytes; ++i)
+            bad += h[i] != static_cast<unsigned char>(i * 5 + size_t(root));
+        k.check(bad == 0, "%s: wrong bytes", "bcast from " + std::to_string(root));
+        gpucoll_free_device(b);
+    }
+    // allgather, in place and not
+    for (int in_place = 0; in_place < 2; ++in_place) {
+        const size_t one = 1001, total = one * size_t(n);
+        std::vector<unsigned char> h(total, 0);
+        for (size_t i = 0; i < one; ++i)
+            h[size_t(rank) * one + i] = static_cast<unsigned char>(rank * 31 + int(i));
+        void* s = dalloc(one);
+        void* r = dalloc(total);
+        if (in_place)
+            gpucoll_memcpy(r, h.data(), total);
+        else
+            gpucoll_memcpy(s, h.data() + size_t(rank) * one, one);
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_ALLGATHER;
+        call.sendbuf = in_place ? nullptr : s;
+        call.recvbuf = r;
+        call.count = one;
+        call.dtype = GPUCOLL_BYTE;
+        call.eligible = call.on_device = 1;
+        run(call, in_place ? "allgather in place" : "allgather", "leader");
+        gpucoll_memcpy(h.data(), r, total);
+        long bad = 0;
+        for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < one; ++i)
+                bad += h[size_t(p) * one + i] != static_cast<unsigned char>(p * 31 + int(i));
+        k.check(bad == 0, "%s: wrong bytes", "allgather");
+        gpucoll_free_device(s);
+        gpucoll_free_device(r);
+    }
+    // A rank that declines (host memory): every rank declines, nobody hangs.
+    {
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_ALLREDUCE;
+        call.count = 16;
+        call.dtype = GPUCOLL_FLOAT;
+        call.op = GPUCOLL_OP_SUM;
+        const int rc = rank == n - 1 ? gpucoll_comm_decline(comm) : [&] {
+            void* r = dalloc(64);
+            call.recvbuf = r;
+            call.eligible = call.on_device = 1;
+            const int s = gpucoll_comm_run(comm, &call);
+            gpucoll_free_device(r);
+            return s;
+        }();
+        k.check(rc == GPUCOLL_DECLINED, "%s", "a call with one host-memory rank was not declined");
+    }
+    gpucoll_comm_destroy(comm);
+    gpucoll_finalize();
+    return k.failures;
+}
+
+class InterPaths : public ::testing::TestWithParam<Case> {};
+
+TEST_P(InterPaths, MatchReference) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX";
+#endif
+    setenv("UCX_TLS", "tcp,self", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+    const Case& c = GetParam();
+    int size = 0;
+    for (int r : c.nodes) size += r;
+    const int failed = ForkGroup::run(
+        size, 120, [&c](int rank, gpucoll_bootstrap_t& bs) { return run_rank(c, rank, bs); });
+    EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, InterPaths,
+                         ::testing::Values(Case{{2, 2}, 0, "hier"}, Case{{1, 1, 1}, 1, "hier"},
+                                           Case{{1, 1, 1}, 2, "hier"}, Case{{2, 1, 1}, 0, "leader"},
+                                           Case{{1, 2}, 1, "leader"},
+                                           Case{{1, 1, 1, 1, 1}, 0, "hier"}),
+                         name_of);
+
+}  // namespace

@@ -12,7 +12,9 @@
 #  4. an injected failure on rank 1 (2x2, 4x1, 2+1+1): every rank of its
 #     node fails that call, nobody hangs, later calls are staged and right;
 #  5. rank 1 killed before a call the others are in (2x2): mpirun ends the
-#     job within 30 s and nothing is left in /dev/shm.
+#     job within 30 s and nothing is left in /dev/shm;
+#  6. a UCX that cannot start (UCX_TLS=rc, no InfiniBand here): every device
+#     call is staged, correct, and one verbose line per rank says why.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -79,4 +81,10 @@ echo "mpirun ended with status $rc after ${took}s (137: rank 1's SIGKILL, as mpi
 sleep 1
 left=$(ls /dev/shm | sort | comm -13 "$(printf '%s\n' "$shm_before" > "$MPI_TMP/shm"; echo "$MPI_TMP/shm")" -)
 [ -z "$left" ] || fail "left in /dev/shm after the killed job: $left"
+echo "== 6. UCX unusable: staged, with the reason"
+# shellcheck disable=SC2046 # words
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_verbose 1 -x UCX_TLS=rc -- \
+    sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_collectives" --no-large --expect staged
+n=$(grep -c 'accelerated path off between nodes (staged): UCX ucp_init failed' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || fail "expected a line per rank saying why the path between nodes is off ($n)"
 echo "PASS: internode"

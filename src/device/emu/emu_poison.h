@@ -10,13 +10,7 @@
 
 #include <cstddef>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GPUCOLL_ADDRESS_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GPUCOLL_ADDRESS_SANITIZER 1
-#endif
-#endif
+#include "common/sanitizers.h"
 
 #if defined(GPUCOLL_ADDRESS_SANITIZER)
 #include <sanitizer/asan_interface.h>

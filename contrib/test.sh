@@ -1,15 +1,24 @@
 #!/bin/sh
-# contrib/test.sh [BUILDDIR]: set up (dependencies, build) and run every test:
-# GoogleTest units and the MPI integration tests (np 1..4, emu device buffers).
+# contrib/test.sh [BUILDDIR [CONFIGURE-ARGS...]]: set up (dependencies, build)
+# and run every test: GoogleTest units and the MPI integration tests (np 1..4,
+# emu device buffers). CONFIGURE-ARGS apply when BUILDDIR is configured first
+# (contrib/sanitize.sh passes --enable-sanitizers=...).
+# GPUCOLL_TESTS="test/unit/test_intra ...": run only these tests.
 # Ends with a line "N passed, N failed, N skipped"; exits nonzero on failure.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/_build/default}
-"$top/contrib/setup.sh" "$build"
+[ $# -gt 0 ] && shift
+"$top/contrib/setup.sh" "$build" "$@"
 cd "$build"
 rc=0
 make -j"$(nproc)" check TESTS=   # builds the test programs in parallel, runs none
-make check || rc=$?
+rm -f test-suite.log
+if [ -n "${GPUCOLL_TESTS:-}" ]; then
+    make check TESTS="$GPUCOLL_TESTS" || rc=$?
+else
+    make check || rc=$?
+fi
 [ -f test-suite.log ] || { echo "0 passed, 1 failed (no test-suite.log)"; exit 1; }
 count() { sed -n "s/^# $1: *//p" test-suite.log | head -1; }
 pass=$(count PASS); fail=$(count FAIL); err=$(count ERROR); skip=$(count SKIP); xpass=$(count XPASS)

@@ -94,7 +94,7 @@ Status CallContext::signal(uint64_t step) {
     if (device_flags_)
         return device->write_flag(comm.flag(rank), progress_word(seq, step), stream_);
     if (stream_ != nullptr) return comm.signal_after_stream(progress_word(seq, step));
-    comm.segment().slot(rank).progress.store(progress_word(seq, step), std::memory_order_release);
+    comm.segment().store_release(comm.segment().slot(rank).progress, progress_word(seq, step));
     return kSuccess;
 }
 
@@ -109,7 +109,7 @@ Status CallContext::finish() {
         GPUCOLL_TRY(comm.wait_stream(seq));
         // A peer that failed this call released our device waits with its
         // flag: what we computed is not to be trusted.
-        if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
+        if (comm.segment().load_acquire(comm.segment().header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
     } else if (stream_ != nullptr) {
@@ -117,12 +117,11 @@ Status CallContext::finish() {
         GPUCOLL_TRY(comm.publish_reached());  // everything: the stream is idle
         // A peer that failed this call may have published steps before its
         // failure showed: what we read from it is not to be trusted.
-        if (comm.segment().header().abort.load(std::memory_order_acquire) == seq)
+        if (comm.segment().load_acquire(comm.segment().header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
     }
-    comm.segment().slot(rank).progress.store(progress_word(seq, kStepDone),
-                                             std::memory_order_release);
+    comm.segment().store_release(comm.segment().slot(rank).progress, progress_word(seq, kStepDone));
     return kSuccess;
 }
 

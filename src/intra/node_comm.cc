@@ -314,8 +314,7 @@ void NodeComm::teardown() {
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
-        for (unsigned spins = 0; word.load(std::memory_order_acquire) < value && !aborted();
-             ++spins) {
+        for (unsigned spins = 0; segment_.load_acquire(word) < value && !aborted(); ++spins) {
             if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
             sched_yield();
         }
@@ -332,7 +331,7 @@ void NodeComm::teardown() {
     //    wait until all peers did.
     internal_imports_.clear();
     scratch_mappings_.clear();
-    segment_.slot(rank_).closed.store(1, std::memory_order_release);
+    segment_.store_release(segment_.slot(rank_).closed, 1);
     for (int p = 0; p < size_; ++p)
         if (p != rank_) wait_for(segment_.slot(p).closed, 1);
     // 3. Our buffers are freed by the members' destructors; after a failure a
@@ -367,8 +366,7 @@ Status NodeComm::wait_stream(uint64_t seq) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
         if (complete) return stream_->synchronize();
-        if (device_flags_ && !released &&
-            segment_.header().abort.load(std::memory_order_acquire) == seq) {
+        if (device_flags_ && !released && segment_.load_acquire(segment_.header().abort) == seq) {
             for (int p = 0; p < size_; ++p)
                 if (p != rank_)
                     (void)device_->write_flag(flag(p), progress_word(seq, kStepDone), nullptr);
@@ -406,9 +404,7 @@ int NodeComm::fail(Status s, uint64_t seq) {
     return s;
 }
 
-bool NodeComm::aborted() const {
-    return segment_.header().abort.load(std::memory_order_acquire) != 0;
-}
+bool NodeComm::aborted() const { return segment_.load_acquire(segment_.header().abort) != 0; }
 
 Status NodeComm::signal_after_stream(uint64_t word) {
     uint64_t ticket = 0;
@@ -426,7 +422,7 @@ Status NodeComm::publish_reached() {
         word = pending_signals_.front().second;
         pending_signals_.pop_front();
     }
-    if (word != 0) segment_.slot(rank_).progress.store(word, std::memory_order_release);
+    if (word != 0) segment_.store_release(segment_.slot(rank_).progress, word);
     return kSuccess;
 }
 
@@ -434,16 +430,16 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
     for (unsigned spins = 0;; ++spins) {
-        if (flag.load(std::memory_order_acquire) >= word) {
+        if (segment_.load_acquire(flag) >= word) {
             // A peer that failed this call moves on to the next one, whose
             // post passes every step of this one: it set the abort word
             // before, so the acquire above makes it visible here.
-            if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq) break;
+            if (abortable && segment_.load_acquire(segment_.header().abort) == seq) break;
             return kSuccess;
         }
         // Peers may be waiting for our steps while we wait for theirs.
         if (!pending_signals_.empty()) GPUCOLL_TRY(publish_reached());
-        if (abortable && segment_.header().abort.load(std::memory_order_acquire) == seq) break;
+        if (abortable && segment_.load_acquire(segment_.header().abort) == seq) break;
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
@@ -459,7 +455,7 @@ Status NodeComm::wait_all_seen(uint64_t word) {
     for (int p = 0; p < size_; ++p) {
         if (p == rank_ || peer_seen_[p] >= word) continue;
         GPUCOLL_TRY(wait_progress(p, word, false));
-        peer_seen_[p] = segment_.slot(p).progress.load(std::memory_order_acquire);
+        peer_seen_[p] = segment_.load_acquire(segment_.slot(p).progress);
     }
     return kSuccess;
 }
@@ -578,7 +574,7 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
         for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
     if (sig != nullptr) post.sig = *sig;
     post.kind = kind;
-    segment_.slot(rank_).progress.store(progress_word(seq, 0), std::memory_order_release);
+    segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
 }
 
 int NodeComm::decline() {
@@ -587,7 +583,7 @@ int NodeComm::decline() {
     const uint64_t seq = ++seq_;
     post(seq, PostKind::Decline, nullptr, nullptr);
     if (hier_ != nullptr) return decline_between_nodes(seq);
-    if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+    if (segment_.load_acquire(segment_.header().abort) == seq)
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a peer failed this gpucoll collective; see its error output");
     return GPUCOLL_DECLINED;
@@ -604,7 +600,7 @@ int NodeComm::decline_between_nodes(uint64_t seq) {
         const Status s = global_verdict(seq, &v);
         if (s != kSuccess) return fail(s, seq);
     }
-    if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+    if (segment_.load_acquire(segment_.header().abort) == seq)
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a peer failed this gpucoll collective; see its error output");
     return GPUCOLL_DECLINED;
@@ -640,20 +636,19 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
         const inter::Verdict mine = *v;
         GPUCOLL_TRY(hier_->exchange(seq, mine, v));
         if (rank_ == 0)
-            segment_.slot(0).verdict.store(progress_word(seq, v->code), std::memory_order_release);
+            segment_.store_release(segment_.slot(0).verdict, progress_word(seq, v->code));
         return kSuccess;
     }
     // Uneven nodes: local rank 0 exchanged for this node.
     const std::atomic<uint64_t>& word = segment_.slot(0).verdict;
-    for (unsigned spins = 0; word.load(std::memory_order_acquire) < progress_word(seq, 0);
-         ++spins) {
-        if (segment_.header().abort.load(std::memory_order_acquire) == seq)
+    for (unsigned spins = 0; segment_.load_acquire(word) < progress_word(seq, 0); ++spins) {
+        if (segment_.load_acquire(segment_.header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
         if (config_.progress != nullptr && spins % 16 == 15) config_.progress();
         sched_yield();
     }
-    const uint64_t got = word.load(std::memory_order_acquire);
+    const uint64_t got = segment_.load_acquire(word);
     if ((got >> kStepBits) != seq || (got & kStepDone) < inter::kAccelerate ||
         (got & kStepDone) > inter::kDecline)
         return set_error(GPUCOLL_ERR_INTERNAL, "local rank 0 published no verdict for call %llu",
@@ -675,7 +670,7 @@ int NodeComm::run(const gpucoll_call_t& call) {
             : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
-    const uint64_t failed = segment_.header().abort.load(std::memory_order_acquire);
+    const uint64_t failed = segment_.load_acquire(segment_.header().abort);
     if (algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) return decline();
     const uint64_t seq = ++seq_;
     Prepared prepared;

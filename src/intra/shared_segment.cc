@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 namespace gpucoll::intra {
@@ -36,6 +39,28 @@ RankSlot& SharedSegment::slot(int rank) const {
     return first[rank];
 }
 
+#if defined(GPUCOLL_THREAD_SANITIZER)
+namespace {
+// The block of ThreadSanitizer keys of the segment with this inode, shared by
+// every mapping of it in this process.
+std::shared_ptr<std::byte[]> sync_block_for(uint64_t inode, size_t bytes) {
+    static std::mutex mutex;
+    static std::map<uint64_t, std::weak_ptr<std::byte[]>> blocks;
+    std::lock_guard lock(mutex);
+    std::weak_ptr<std::byte[]>& known = blocks[inode];
+    if (auto block = known.lock()) return block;
+    auto block = std::make_shared<std::byte[]>(bytes);
+    known = block;
+    return block;
+}
+}  // namespace
+#endif
+
+void* SharedSegment::sync_key(const void* flag) const {
+    return sync_block_.get() +
+           (static_cast<const std::byte*>(flag) - static_cast<std::byte*>(base_));
+}
+
 Status SharedSegment::map(int fd, size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
@@ -43,6 +68,13 @@ Status SharedSegment::map(int fd, size_t bytes) {
                          bytes, std::strerror(errno));
     base_ = p;
     bytes_ = bytes;
+#if defined(GPUCOLL_THREAD_SANITIZER)
+    struct stat st {};
+    if (fstat(fd, &st) != 0)
+        return set_error(GPUCOLL_ERR_SYSTEM, "fstat of the node's shared segment: %s",
+                         std::strerror(errno));
+    sync_block_ = sync_block_for(static_cast<uint64_t>(st.st_ino), bytes);
+#endif
     return kSuccess;
 }
 

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "common/sanitizers.h"
 #include "common/status.h"
 #include "device/device.h"
 
@@ -105,11 +107,45 @@ public:
     SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
     RankSlot& slot(int rank) const;
 
+    // Every flag of the segment (progress, closed, abort) is published and
+    // read through these: release store, acquire load.
+    void store_release(std::atomic<uint64_t>& flag, uint64_t value) const;
+    uint64_t load_acquire(const std::atomic<uint64_t>& flag) const;
+
 private:
     Status map(int fd, size_t bytes);
     void* base_ = nullptr;
     size_t bytes_ = 0;
     int fd_ = -1;
+    // ThreadSanitizer tracks synchronisation by address, but ranks of one
+    // process (threads, in the unit tests) map the segment at different
+    // addresses: it would see no order between a flag's store and its load,
+    // and report the buffers those ranks share at one address as races.
+    // Under TSan each flag's release and acquire are also annotated on one
+    // process-wide address per flag: this block, one per segment (by inode),
+    // at the flag's offset. Unused otherwise.
+    std::shared_ptr<std::byte[]> sync_block_;
+    void* sync_key(const void* flag) const;
 };
+
+#if defined(GPUCOLL_THREAD_SANITIZER)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
+inline void SharedSegment::store_release(std::atomic<uint64_t>& flag, uint64_t value) const {
+#if defined(GPUCOLL_THREAD_SANITIZER)
+    __tsan_release(sync_key(&flag));
+#endif
+    flag.store(value, std::memory_order_release);
+}
+
+inline uint64_t SharedSegment::load_acquire(const std::atomic<uint64_t>& flag) const {
+    const uint64_t value = flag.load(std::memory_order_acquire);
+#if defined(GPUCOLL_THREAD_SANITIZER)
+    __tsan_acquire(sync_key(&flag));
+#endif
+    return value;
+}
 
 }  // namespace gpucoll::intra

@@ -14,6 +14,10 @@ command -v "${MPIRUN%% *}" >/dev/null 2>&1 || { echo "SKIP: no $MPIRUN"; exit 77
 OMPI_MCA_mca_base_component_path=$B/coll/.libs:SYS_DEFAULT:USER_DEFAULT
 LD_LIBRARY_PATH=$B/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_MCA_mca_base_component_path LD_LIBRARY_PATH
+# Sanitizer builds: no leak checks under MPI (test/mpi/mpi-env.sh says why).
+case ",${GPUCOLL_SANITIZERS:-}," in
+*,address,*) export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" ;;
+esac
 root=
 [ "$(id -u)" = 0 ] && root=--allow-run-as-root
 tmo=

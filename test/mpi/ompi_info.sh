@@ -8,10 +8,13 @@ set -eu
 
 OMPI_INFO=${OMPI_INFO:-$(dirname "$(command -v "${MPIRUN%% *}")")/ompi_info}
 [ -x "$OMPI_INFO" ] || OMPI_INFO=ompi_info
+# In a sanitizer build ompi_info (not instrumented) opens an instrumented
+# component: the sanitizer's runtime has to come first.
+preload=${SAN_PRELOAD:+LD_PRELOAD=$SAN_PRELOAD}
 out=$MPI_TMP/ompi_info.txt
 
 echo "+ $OMPI_INFO"
-timeout 60 "$OMPI_INFO" >"$out" 2>&1 || { cat "$out"; fail "ompi_info failed"; }
+timeout 60 env $preload "$OMPI_INFO" >"$out" 2>&1 || { cat "$out"; fail "ompi_info failed"; }
 grep 'MCA coll:' "$out"
 n=$(grep -c 'MCA coll: gpucoll ' "$out" || true)
 [ "$n" -eq 1 ] || fail "ompi_info lists coll/gpucoll $n times, expected once"
@@ -21,7 +24,7 @@ if grep -q 'unable to open' "$out"; then
 fi
 
 echo "+ $OMPI_INFO --param coll gpucoll --level 9 --parsable"
-timeout 60 "$OMPI_INFO" --param coll gpucoll --level 9 --parsable >"$out" 2>&1 ||
+timeout 60 env $preload "$OMPI_INFO" --param coll gpucoll --level 9 --parsable >"$out" 2>&1 ||
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
 grep -q '^mca:coll:gpucoll:version:"component:' "$out" || fail "no component version line"
@@ -39,7 +42,7 @@ for v in auto cuda emu; do
 done
 
 echo "+ $OMPI_INFO --param coll gpucoll --level 9 (human-readable)"
-timeout 60 "$OMPI_INFO" --param coll gpucoll --level 9 >"$out" 2>&1 ||
+timeout 60 env $preload "$OMPI_INFO" --param coll gpucoll --level 9 >"$out" 2>&1 ||
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
 for p in priority device verbose flags host_pipeline chunk_size ipc_cache_size; do

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "device/emu/emu_device.h"
+#include "device/emu/emu_poison.h"
+#include "device/emu/emu_reduce.h"
 #include "device/emu/emu_stream.h"
 #include "device_conformance.h"
 #include "fd_io.h"
@@ -222,6 +224,83 @@ TEST_F(EmuDeviceTest, BoolBytesOtherThanOneCountAsTrue) {
     EXPECT_EQ(std::vector<unsigned char>(out, out + 4), (std::vector<unsigned char>{0, 0, 1, 1}));
 }
 
+// ---- accesses past an allocation's end, through the backend's views --------------
+// The backend works on whole pages: a kernel that reads one element past its
+// source (a wrong count or offset) reads the page's slack, which only
+// AddressSanitizer can report (the emu memory poisons it), or the guard page
+// after the last page, which faults in every build. These tests run a
+// reduction kernel (emu_reduce, what EmuDevice::reduce runs after its bounds
+// checks) one element too far, and check that the sanitizer said so.
+
+// What ASan prints for a read of poisoned memory (ASan builds).
+constexpr const char* kAsanPoisonedRead =
+    "ERROR: AddressSanitizer: use-after-poison on address.*READ of size";
+
+// Sums `reduced` int32s of a and b, allocations of `allocated` int32s each,
+// into b, through the backend's views and past EmuDevice::reduce's checks.
+void reduce_through_views(gpucoll::EmuMemory& memory, void* a, void* b, size_t allocated,
+                          size_t reduced) {
+    void* va = nullptr;
+    void* vb = nullptr;
+    if (memory.translate(a, allocated * sizeof(int32_t), &va) != GPUCOLL_SUCCESS ||
+        memory.translate(b, allocated * sizeof(int32_t), &vb) != GPUCOLL_SUCCESS)
+        std::abort();  // not the death the tests expect: no ASan report
+    const void* srcs[] = {va, vb};
+    (void)gpucoll::emu_reduce(vb, srcs, 2, reduced, GPUCOLL_INT32, GPUCOLL_OP_SUM);
+}
+
+TEST_F(EmuDeviceTest, ReductionReadingIntoThePageSlackIsReportedByAsan) {
+    if (!gpucoll::kAddressSanitizer)
+        GTEST_SKIP() << "the page slack is visible to AddressSanitizer only: configure with "
+                        "--enable-sanitizers=address,undefined (contrib/sanitize.sh asan)";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto& emu = static_cast<gpucoll::EmuDevice&>(*dev_);
+    const size_t count = 250;  // 1000 bytes: 3096 bytes of slack in the page
+    DeviceMemory a(dev_.get(), count * sizeof(int32_t)), b(dev_.get(), count * sizeof(int32_t));
+    ASSERT_DEV_OK(a.status());
+    ASSERT_DEV_OK(b.status());
+    EXPECT_DEATH(reduce_through_views(emu.memory(), a.get(), b.get(), count, count + 1),
+                 std::string(kAsanPoisonedRead) + ".*gpucoll::emu_reduce");
+    // The kernel with the right count stays silent.
+    reduce_through_views(emu.memory(), a.get(), b.get(), count, count);
+}
+
+TEST_F(EmuDeviceTest, ReductionReadingPastTheLastPageFaultsInEveryBuild) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto& emu = static_cast<gpucoll::EmuDevice&>(*dev_);
+    const size_t count = gpucoll::page_size() / sizeof(int32_t);  // no slack: the guard page
+    DeviceMemory a(dev_.get(), count * sizeof(int32_t)), b(dev_.get(), count * sizeof(int32_t));
+    ASSERT_DEV_OK(a.status());
+    ASSERT_DEV_OK(b.status());
+    if (gpucoll::kAddressSanitizer) {
+        EXPECT_EXIT(reduce_through_views(emu.memory(), a.get(), b.get(), count, count + 1),
+                    ::testing::ExitedWithCode(1), kAsanPoisonedRead);
+    } else {  // SIGSEGV, or a sanitizer's report of it (TSan)
+        EXPECT_DEATH(reduce_through_views(emu.memory(), a.get(), b.get(), count, count + 1), "");
+    }
+}
+
+TEST_F(EmuDeviceTest, ImportedMappingAndPinnedMemoryPoisonTheirSlackForAsan) {
+    if (!gpucoll::kAddressSanitizer)
+        GTEST_SKIP() << "needs an AddressSanitizer build (contrib/sanitize.sh asan)";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto& emu = static_cast<gpucoll::EmuDevice&>(*dev_);
+    DeviceMemory d(dev_.get(), 1000);
+    ASSERT_DEV_OK(d.status());
+    gpucoll::IpcHandle handle;
+    ASSERT_DEV_OK(dev_->ipc_export(d.get(), &handle));
+    std::unique_ptr<gpucoll::IpcMapping> peer;
+    ASSERT_DEV_OK(dev_->ipc_import(handle, &peer));
+    void* view = nullptr;
+    ASSERT_DEV_OK(emu.memory().translate(peer->address(), 1000, &view));
+    EXPECT_DEATH((void)static_cast<volatile unsigned char*>(view)[1000],
+                 "ERROR: AddressSanitizer: use-after-poison");
+    conformance::PinnedMemory pinned(dev_.get(), 1000);
+    ASSERT_DEV_OK(pinned.status());
+    EXPECT_DEATH((void)*(static_cast<volatile unsigned char*>(pinned.get()) + 1000),
+                 "ERROR: AddressSanitizer: use-after-poison");
+}
+
 // ---- streams ------------------------------------------------------------------------
 
 class ScopedEnv {
@@ -331,8 +410,9 @@ TEST_F(EmuDeviceTest, MarkerBehindFailedWorkIsNeverReached) {
     DeviceMemory big(dev_.get(), 4096);
     ASSERT_DEV_OK(big.status());
     // Work that fails when it runs (as a kernel fault would).
-    static_cast<gpucoll::EmuStream*>(stream.get())->enqueue(
-        [] { return gpucoll::set_error(GPUCOLL_ERR_DEVICE, "injected failure"); });
+    static_cast<gpucoll::EmuStream*>(stream.get())->enqueue([] {
+        return gpucoll::set_error(GPUCOLL_ERR_DEVICE, "injected failure");
+    });
     uint64_t t = 0;
     ASSERT_DEV_OK(stream->mark(&t));
     bool complete = false;

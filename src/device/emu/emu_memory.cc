@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "device/emu/emu_poison.h"
+
 namespace gpucoll {
 
 // ---- RAII wrappers ------------------------------------------------------------
@@ -44,7 +46,10 @@ PageMapping& PageMapping::operator=(PageMapping&& other) noexcept {
 PageMapping::~PageMapping() { reset(); }
 
 void PageMapping::reset() {
-    if (addr_ != nullptr) ::munmap(addr_, bytes_);
+    if (addr_ != nullptr) {
+        unpoison_for_asan(addr_, bytes_);
+        ::munmap(addr_, bytes_);
+    }
     addr_ = nullptr;
     bytes_ = 0;
 }
@@ -79,14 +84,29 @@ Status map_error(const char* what, size_t bytes) {
 
 }  // namespace
 
-Status map_device_pages(int fd, size_t mapped_bytes, PageMapping* device_view,
+Status reserve_with_guard_page(size_t bytes, PageMapping* out) {
+    if (bytes > SIZE_MAX - page_size()) {
+        return set_error(GPUCOLL_ERR_OUT_OF_MEMORY, "emu device: %zu bytes is too large", bytes);
+    }
+    const size_t total = bytes + page_size();
+    void* p = ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return map_error("mmap (reservation)", total);
+    *out = PageMapping(p, total);
+    return kSuccess;
+}
+
+Status map_device_pages(int fd, size_t size, size_t mapped_bytes, PageMapping* device_view,
                         PageMapping* host_view) {
     void* user = ::mmap(nullptr, mapped_bytes, PROT_NONE, MAP_SHARED, fd, 0);
     if (user == MAP_FAILED) return map_error("mmap (device view)", mapped_bytes);
     PageMapping user_pages(user, mapped_bytes);
-    void* rw = ::mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    PageMapping rw_pages;
+    GPUCOLL_TRY(reserve_with_guard_page(mapped_bytes, &rw_pages));
+    void* rw = ::mmap(rw_pages.data(), mapped_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                      fd, 0);
     if (rw == MAP_FAILED) return map_error("mmap (backend view)", mapped_bytes);
-    *host_view = PageMapping(rw, mapped_bytes);
+    poison_for_asan(rw_pages.data() + size, rw_pages.bytes() - size);
+    *host_view = std::move(rw_pages);
     *device_view = std::move(user_pages);
     return kSuccess;
 }
@@ -170,8 +190,8 @@ Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable) {
         return set_error(GPUCOLL_ERR_SYSTEM, "emu alloc: fstat failed: %s", std::strerror(errno));
     }
     pages->inode = st.st_ino;
-    GPUCOLL_TRY(
-        map_device_pages(pages->fd.get(), mapped_bytes, &pages->device_view, &pages->host_view));
+    GPUCOLL_TRY(map_device_pages(pages->fd.get(), bytes, mapped_bytes, &pages->device_view,
+                                 &pages->host_view));
 
     Region region;
     region.size = bytes;
@@ -368,7 +388,13 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
     }
     PageMapping device_view;
     PageMapping host_view;
-    GPUCOLL_TRY(map_device_pages(fd.get(), h.mapped_bytes, &device_view, &host_view));
+    if (h.size > h.mapped_bytes) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "emu ipc_import: handle claims %llu bytes in %llu mapped bytes",
+                         static_cast<unsigned long long>(h.size),
+                         static_cast<unsigned long long>(h.mapped_bytes));
+    }
+    GPUCOLL_TRY(map_device_pages(fd.get(), h.size, h.mapped_bytes, &device_view, &host_view));
 
     Region region;
     region.size = h.size;
@@ -409,11 +435,15 @@ Status EmuPinnedHost::alloc(void** ptr, size_t bytes) {
         return set_error(GPUCOLL_ERR_OUT_OF_MEMORY, "emu alloc_host: %zu bytes is too large",
                          bytes);
     }
-    void* p =
-        ::mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return map_error("alloc_host", mapped_bytes);
+    PageMapping block;
+    GPUCOLL_TRY(reserve_with_guard_page(mapped_bytes, &block));
+    if (::mprotect(block.data(), mapped_bytes, PROT_READ | PROT_WRITE) != 0) {
+        return map_error("alloc_host (mprotect)", mapped_bytes);
+    }
+    poison_for_asan(block.data() + bytes, block.bytes() - bytes);
+    void* p = block.data();
     std::lock_guard lock(mutex_);
-    blocks_.emplace(reinterpret_cast<uintptr_t>(p), PageMapping(p, mapped_bytes));
+    blocks_.emplace(reinterpret_cast<uintptr_t>(p), std::move(block));
     *ptr = p;
     return kSuccess;
 }

@@ -64,10 +64,18 @@ size_t page_size();
 // Rounds bytes up to whole pages (at least one page); false on overflow.
 bool round_up_to_pages(size_t bytes, size_t* rounded);
 
-// Maps fd twice: device_view PROT_NONE (the address users see) and host_view
-// read-write (what the backend works on).
-Status map_device_pages(int fd, size_t mapped_bytes, PageMapping* device_view,
+// Maps fd (mapped_bytes, whole pages) twice: device_view PROT_NONE (the
+// address users see) and host_view read-write (what the backend works on).
+// host_view ends in one inaccessible guard page, and everything in it from
+// size on (the pages' slack and the guard) is poisoned for AddressSanitizer:
+// a backend access past the allocation's end is reported (ASan) or faults
+// (past the last page), instead of reading the slack silently.
+Status map_device_pages(int fd, size_t size, size_t mapped_bytes, PageMapping* device_view,
                         PageMapping* host_view);
+
+// Reserves bytes (whole pages) of anonymous memory followed by one
+// inaccessible guard page, all PROT_NONE; *out covers both.
+Status reserve_with_guard_page(size_t bytes, PageMapping* out);
 
 // Device memory of one emu device, plus the peer allocations it imported.
 // Thread-safe. Held by shared_ptr so that IPC mappings may outlive the device.
@@ -138,7 +146,8 @@ private:
 // Never reused for the life of the process (shared by allocations and imports).
 uint64_t next_emu_buffer_id();
 
-// Pinned host memory of the emu device: ordinary page-aligned host memory.
+// Pinned host memory of the emu device: ordinary page-aligned host memory,
+// followed by a guard page, its slack poisoned for AddressSanitizer.
 class EmuPinnedHost {
 public:
     Status alloc(void** ptr, size_t bytes);

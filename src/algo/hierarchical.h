@@ -24,5 +24,8 @@ Status allreduce_hier(CallContext& ctx);
 Status allreduce_leader(CallContext& ctx);
 Status bcast_hier(CallContext& ctx);
 Status allgather_leader(CallContext& ctx);
+Status reduce_leader(CallContext& ctx);
+Status reduce_scatter_leader(CallContext& ctx);
+size_t reduce_leader_temp_bytes(const gpucoll_call_t& call, int size, size_t elem);
 
 }  // namespace gpucoll::algo

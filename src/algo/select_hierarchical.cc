@@ -39,8 +39,13 @@ gpucoll_algorithm_t select_hierarchical(const gpucoll_call_t& call, const inter:
         case GPUCOLL_COLL_ALLGATHER:
             *why = "intra to the leader, leaders exchange, intra back";
             return GPUCOLL_ALGO_LEADER;
+        case GPUCOLL_COLL_REDUCE:
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+            *why = "intra reduce to the leader, leaders allreduce, intra copy";
+            return GPUCOLL_ALGO_LEADER;
         default:
-            *why = "no composition between nodes yet";
+            *why = "no composition between nodes";
             return GPUCOLL_ALGO_STAGED;
     }
 }

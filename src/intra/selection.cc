@@ -37,6 +37,12 @@ const Algorithm kAlgorithms[] = {
     {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, algo::bcast_hier, nullptr, false, true, false},
     {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_LEADER, algo::allgather_leader, nullptr, false, true,
      false},
+    {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_LEADER, algo::reduce_leader, algo::reduce_leader_temp_bytes,
+     false, true, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_LEADER, algo::reduce_scatter_leader,
+     algo::reduce_leader_temp_bytes, false, true, false},
+    {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_LEADER, algo::reduce_scatter_leader,
+     algo::reduce_leader_temp_bytes, false, true, false},
 };
 
 bool between_nodes(gpucoll_algorithm_t id) {

@@ -6,8 +6,7 @@
 #     loopback and over UCX's default transports;
 #  2. test_collectives (every collective x type x op x count x in place x
 #     root x mixed memory kinds) on 2x2 and 2+1+1 over tcp: every device call
-#     of allreduce, bcast and allgather takes the path between nodes (checked
-#     call by call with its algorithm); the others are staged;
+#     takes the path between nodes (checked call by call with its algorithm);
 #  3. test_mixed (host and device buffers mixed across ranks and nodes);
 #  4. an injected failure on rank 1 (2x2, 4x1, 2+1+1): every rank of its
 #     node fails that call, nobody hangs, later calls are staged and right;
@@ -49,10 +48,10 @@ for shape in "2 2" "2 1 1"; do
     [ "$shape" = "2 1 1" ] && allreduce=leader
     # shellcheck disable=SC2086 # words
     run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
-        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_collectives" --no-large --expect staged \
-        --expect allreduce=accelerated --expect bcast=accelerated \
-        --expect allgather=accelerated --algorithm allreduce=$allreduce \
-        --algorithm bcast=hier --algorithm allgather=leader
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_collectives" --no-large --expect accelerated \
+        --algorithm allreduce=$allreduce --algorithm bcast=hier --algorithm allgather=leader \
+        --algorithm reduce=leader --algorithm reduce_scatter=leader \
+        --algorithm reduce_scatter_block=leader
 done
 
 echo "== 3. test_mixed between nodes"

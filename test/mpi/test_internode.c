@@ -6,7 +6,8 @@
  *     ones), and the bytes each rank sent between nodes against the bound
  *     of the issue: 2(N-1)/N x S/L per rank for hier (within 5%), only the
  *     leaders for leader;
- *  2. bcast from every root, allgather: results, composition, bytes;
+ *  2. bcast from every root, allgather, reduce to every root,
+ *     reduce_scatter_block: results, composition, bytes;
  *  3. a rank with host buffers: every rank stages that call, correctly;
  *  4. --inject (rank 1's copies of 4093 bytes fail, GPUCOLL_EMU_FAIL_COPY_BYTES):
  *     the bcast of 4093 bytes fails on rank 1's node and on every rank still
@@ -169,6 +170,49 @@ static void test_allgather(const shape_t* s, size_t count) {
     free(host);
 }
 
+/* reduce to every root, and reduce_scatter_block: results, composition,
+ * bytes (only the leaders send: an allreduce of the whole vector). */
+static void test_reduce(const shape_t* s, size_t count) {
+    const int n = tu.world_size;
+    const size_t bytes = count * sizeof(int64_t);
+    int64_t* host = malloc(bytes * (size_t)n);
+    int64_t* dsend = device_alloc(bytes * (size_t)n);
+    int64_t* drecv = device_alloc(bytes);
+    for (size_t i = 0; i < count * (size_t)n; ++i)
+        host[i] = (int64_t)(tu.world_rank + 1) * (int64_t)i;
+    put(dsend, host, bytes * (size_t)n);
+    const double leader_bound =
+        s->leader ? 1.05 * 2.0 * (s->nodes - 1) / s->nodes * (double)bytes + 64 : 0;
+    for (int root = 0; root < n; ++root) {
+        int rc = MPI_Reduce(dsend, tu.world_rank == root ? drecv : NULL, (int)count, MPI_INT64_T,
+                            MPI_SUM, root, MPI_COMM_WORLD);
+        TU_CHECK(rc == MPI_SUCCESS, "reduce to %d: error %d", root, rc);
+        char what[64];
+        snprintf(what, sizeof what, "reduce of %zu int64 to %d", count, root);
+        check_call(what, "leader", 0, leader_bound);
+        if (tu.world_rank != root) continue;
+        get(host, drecv, bytes);
+        long bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += host[i] != (int64_t)n * (n + 1) / 2 * (int64_t)i;
+        TU_CHECK(bad == 0, "%s: %ld wrong elements", what, bad);
+    }
+    int rc =
+        MPI_Reduce_scatter_block(dsend, drecv, (int)count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    TU_CHECK(rc == MPI_SUCCESS, "reduce_scatter_block: error %d", rc);
+    check_call("reduce_scatter_block", "leader", 0, leader_bound * n);
+    get(host, drecv, bytes);
+    long bad = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const int64_t at = (int64_t)tu.world_rank * (int64_t)count + (int64_t)i;
+        bad += host[i] != (int64_t)n * (n + 1) / 2 * at;
+    }
+    TU_CHECK(bad == 0, "reduce_scatter_block of %zu int64 per rank: %ld wrong elements", count,
+             bad);
+    gpucoll_free_device(dsend);
+    gpucoll_free_device(drecv);
+    free(host);
+}
+
 /* Rank 0 passes host memory: everyone stages this call, correctly. */
 static void test_mixed(void) {
     const size_t count = 4096, bytes = count * sizeof(double);
@@ -269,6 +313,8 @@ int main(int argc, char** argv) {
         test_bcast(&s, (size_t)3 << 20, tu.world_size - 1);
         test_allgather(&s, 3);
         test_allgather(&s, 100000);
+        test_reduce(&s, 5);
+        test_reduce(&s, 200000);
         test_mixed();
         test_allreduce(&s, (size_t)1 << 18, 0); /* after the mixed call: accelerated again */
     }

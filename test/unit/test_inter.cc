@@ -181,6 +181,60 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
         gpucoll_free_device(s);
         gpucoll_free_device(r);
     }
+    // reduce to every root, reduce_scatter with uneven blocks
+    for (int root = 0; root < n; ++root) {
+        const size_t count = 30001, bytes = count * sizeof(int32_t);
+        std::vector<int32_t> h(count);
+        for (size_t i = 0; i < count; ++i) h[i] = int32_t(i % 1000) * (rank + 1);
+        void* s = dalloc(bytes);
+        void* r = rank == root ? dalloc(bytes) : nullptr;
+        gpucoll_memcpy(s, h.data(), bytes);
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_REDUCE;
+        call.sendbuf = s;
+        call.recvbuf = r;
+        call.count = count;
+        call.dtype = GPUCOLL_INT32;
+        call.op = GPUCOLL_OP_SUM;
+        call.root = root;
+        call.eligible = call.on_device = 1;
+        run(call, "reduce to " + std::to_string(root), "leader");
+        if (rank == root) {
+            gpucoll_memcpy(h.data(), r, bytes);
+            long bad = 0;
+            for (size_t i = 0; i < count; ++i) bad += h[i] != int32_t(i % 1000) * (n * (n + 1) / 2);
+            k.check(bad == 0, "%s: wrong elements", "reduce to " + std::to_string(root));
+            gpucoll_free_device(r);
+        }
+        gpucoll_free_device(s);
+    }
+    {
+        std::vector<size_t> counts;
+        size_t total = 0;
+        for (int p = 0; p < n; ++p) total += counts.emplace_back(size_t(1000 + 37 * p));
+        std::vector<double> h(total);
+        for (size_t i = 0; i < total; ++i) h[i] = double(i) + rank;
+        void* s = dalloc(total * sizeof(double));
+        void* r = dalloc(counts[size_t(rank)] * sizeof(double));
+        gpucoll_memcpy(s, h.data(), total * sizeof(double));
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_REDUCE_SCATTER;
+        call.sendbuf = s;
+        call.recvbuf = r;
+        call.counts = counts.data();
+        call.dtype = GPUCOLL_DOUBLE;
+        call.op = GPUCOLL_OP_MAX;
+        call.eligible = call.on_device = 1;
+        run(call, "reduce_scatter", "leader");
+        size_t at = 0;
+        for (int p = 0; p < rank; ++p) at += counts[size_t(p)];
+        gpucoll_memcpy(h.data(), r, counts[size_t(rank)] * sizeof(double));
+        long bad = 0;
+        for (size_t i = 0; i < counts[size_t(rank)]; ++i) bad += h[i] != double(at + i) + (n - 1);
+        k.check(bad == 0, "%s: wrong elements", "reduce_scatter");
+        gpucoll_free_device(s);
+        gpucoll_free_device(r);
+    }
     // A rank that declines (host memory): every rank declines, nobody hangs.
     {
         gpucoll_call_t call{};

@@ -53,6 +53,9 @@ source .gpu/mpi-env.sh .gpu/debs /opt/debmpi >"$out/mpi-env.log" 2>&1 || {
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LD_LIBRARY_PATH=$B/src/.libs:$top/.gpu/lib:$LD_LIBRARY_PATH
+# UCX 1.22 with CUDA (the build links it), ahead of the Debian UCX 1.13 that
+# the Open MPI .debs bring.
+[ -d "$top/.gpu/ucx/lib" ] && LD_LIBRARY_PATH=$top/.gpu/ucx/lib:$LD_LIBRARY_PATH
 # Open MPI finds the component in the build tree (keep the default path tokens).
 export OMPI_MCA_mca_base_component_path="$B/coll/.libs:SYS_DEFAULT:USER_DEFAULT"
 export GPUCOLL_BUILDDIR=$B GPUCOLL_SRCDIR=$top MPIRUN=mpirun GPUCOLL_TEST_DEVICE=cuda
@@ -87,7 +90,7 @@ step_unit() {
 
 step_mpi() {
     local rc=0 s
-    for s in collectives mixed userop_ddt lifecycle robustness stress; do
+    for s in collectives mixed userop_ddt lifecycle robustness stress internode; do
         if timeout 150 sh "test/mpi/$s.sh" >"$out/mpi-$s.txt" 2>&1; then
             echo "PASS $s"
         else
@@ -164,7 +167,6 @@ step_osu() {
 step_internode() {
     local rc=0 shape tls wrap
     [ -d "$top/.gpu/ucx/lib" ] || { echo "no .gpu/ucx (contrib/gpu-prepare.sh)"; return 1; }
-    export LD_LIBRARY_PATH=$top/.gpu/ucx/lib:$LD_LIBRARY_PATH
     "$top/.gpu/ucx/bin/ucx_info" -v | head -2
     for tls in all tcp,self; do
         for shape in "2 2" "1 1" "2 1 1"; do

@@ -83,6 +83,8 @@ newest_build() {
     local best='' d
     for d in "$@"; do
         is_build "$d" || continue
+        # never a sanitizer build (contrib/sanitize.sh): its timings mean nothing
+        grep -q '^CFLAGS = .*-fsanitize' "$d/Makefile" 2>/dev/null && continue
         if [ -z "$best" ] || [ "$d/perf/gpucoll_bench" -nt "$best/perf/gpucoll_bench" ]; then best=$d; fi
     done
     [ -n "$best" ] && echo "$best"

@@ -8,33 +8,6 @@
 
 namespace gpucoll::inter {
 
-namespace {
-
-// Device memory for the chunks that direct receives reduce from.
-class DeviceChunks {
-public:
-    ~DeviceChunks() {
-        if (ptr_ != nullptr) device_->free(ptr_);
-    }
-    Status reserve(Device* device, size_t bytes) {
-        if (ptr_ != nullptr && bytes_ >= bytes) return kSuccess;
-        if (ptr_ != nullptr) device_->free(ptr_);
-        ptr_ = nullptr;
-        GPUCOLL_TRY(device->alloc(&ptr_, bytes));
-        device_ = device;
-        bytes_ = bytes;
-        return kSuccess;
-    }
-    char* data() const { return static_cast<char*>(ptr_); }
-
-private:
-    Device* device_ = nullptr;
-    void* ptr_ = nullptr;
-    size_t bytes_ = 0;
-};
-
-}  // namespace
-
 Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> members, int me,
              uint32_t comm_id, const GroupConfig& config, const std::atomic<uint64_t>* node_abort)
     : transport_(transport),
@@ -53,6 +26,7 @@ Group::~Group() {
     transport_->cancel(&control_recv_);
     for (Request& r : control_sends_) transport_->cancel(&r);
     if (scratch_ != nullptr) device_->free(scratch_);
+    if (reduce_chunks_ != nullptr) device_->free(reduce_chunks_);
 }
 
 Status Group::scratch(size_t bytes, char** out) {
@@ -130,10 +104,14 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
     const size_t chunk = std::max<size_t>(config_.chunk_bytes / elem, 1) * elem;
     const int slots = config_.slots;
     const MemKind device_kind = direct_ ? MemKind::Cuda : MemKind::Host;
-    DeviceChunks reduce_chunks;  // direct receives that reduce
+    char* reduce_chunks = nullptr;  // direct receives that reduce land here first
     bool any_direct_reduce = false;
     for (const RecvOp& r : recvs) any_direct_reduce |= direct_ && r.reduce && !r.host;
-    if (any_direct_reduce) GPUCOLL_TRY(reduce_chunks.reserve(device_, chunk * slots));
+    if (any_direct_reduce) {
+        if (reduce_chunks_ == nullptr)
+            GPUCOLL_TRY(device_->alloc(&reduce_chunks_, config_.chunk_bytes * slots));
+        reduce_chunks = static_cast<char*>(reduce_chunks_);
+    }
 
     struct Slot {
         Request req;
@@ -169,7 +147,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             } else if (!direct_) {
                 where = static_cast<char*>(recv_stage_.data()) + static_cast<size_t>(i) * chunk;
             } else if (r.reduce) {
-                where = reduce_chunks.data() + static_cast<size_t>(i) * chunk;
+                where = reduce_chunks + static_cast<size_t>(i) * chunk;
                 kind = device_kind;
             } else {
                 where = static_cast<char*>(r.buf) + recv_off;
@@ -227,7 +205,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             const RecvOp& r = recvs[sl.op];
             if (!r.host) {
                 char* dst = static_cast<char*>(r.buf) + sl.off;
-                const char* got = direct_ ? reduce_chunks.data() + static_cast<size_t>(i) * chunk
+                const char* got = direct_ ? reduce_chunks + static_cast<size_t>(i) * chunk
                                           : static_cast<const char*>(recv_stage_.data()) +
                                                 static_cast<size_t>(i) * chunk;
                 if (r.reduce) {

@@ -99,6 +99,7 @@ private:
     std::vector<Request> control_sends_;
     void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
+    void* reduce_chunks_ = nullptr;  // direct mode: slots chunks of device memory, kept
 };
 
 }  // namespace gpucoll::inter

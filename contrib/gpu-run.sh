@@ -91,7 +91,9 @@ step_unit() {
 step_mpi() {
     local rc=0 s
     for s in collectives mixed userop_ddt lifecycle robustness stress internode; do
-        if timeout 150 sh "test/mpi/$s.sh" >"$out/mpi-$s.txt" 2>&1; then
+        local cap=150
+        [ "$s" = internode ] && cap=240
+        if timeout "$cap" sh "test/mpi/$s.sh" >"$out/mpi-$s.txt" 2>&1; then
             echo "PASS $s"
         else
             echo "FAIL $s (rc $?)"

@@ -40,14 +40,9 @@ Status allgather_leader(CallContext& ctx) {
         GPUCOLL_TRY(inter::group_allgather(*h.leaders(), ctx.seq, out, pieces));
         GPUCOLL_TRY(ctx.signal(1));
     } else {
-        char* theirs = nullptr;
-        GPUCOLL_TRY(ctx.output(0, &theirs));
-        GPUCOLL_TRY(ctx.wait_peer(0, 1));
-        ++ctx.rounds;
-        GPUCOLL_TRY(ctx.copy(out, theirs, total, true));
+        GPUCOLL_TRY(copy_from_leader(ctx, false, 0, out, total));
     }
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 }  // namespace gpucoll::algo

@@ -36,8 +36,7 @@ Status allreduce_hier(CallContext& ctx) {
         ++ctx.rounds;
         GPUCOLL_TRY(ctx.copy(out + pb * elem, theirs + pb * elem, (pe - pb) * elem, true));
     }
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 }  // namespace gpucoll::algo

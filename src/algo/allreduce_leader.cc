@@ -24,14 +24,9 @@ Status allreduce_leader(CallContext& ctx) {
                                            ctx.call.op, inter_algorithm(h, count * elem)));
         GPUCOLL_TRY(ctx.signal(1));
     } else {
-        char* theirs = nullptr;
-        GPUCOLL_TRY(ctx.output(0, &theirs));
-        GPUCOLL_TRY(ctx.wait_peer(0, 1));
-        ++ctx.rounds;
-        GPUCOLL_TRY(ctx.copy(out, theirs, count * elem, true));
+        GPUCOLL_TRY(copy_from_leader(ctx, false, 0, out, count * elem));
     }
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 }  // namespace gpucoll::algo

@@ -23,14 +23,9 @@ Status bcast_hier(CallContext& ctx) {
         GPUCOLL_TRY(inter::group_bcast(*h.leaders(), ctx.seq, buf, bytes, root_node));
         GPUCOLL_TRY(ctx.signal(1));
     } else if (!am_root) {
-        char* theirs = nullptr;
-        GPUCOLL_TRY(ctx.output(0, &theirs));
-        GPUCOLL_TRY(ctx.wait_peer(0, 1));
-        ++ctx.rounds;
-        GPUCOLL_TRY(ctx.copy(buf, theirs, bytes, true));
+        GPUCOLL_TRY(copy_from_leader(ctx, false, 0, buf, bytes));
     }
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 }  // namespace gpucoll::algo

@@ -20,6 +20,13 @@ gpucoll_algorithm_t select_hierarchical(const gpucoll_call_t& call, const inter:
 // The inter-node algorithm for a group allreduce of bytes per member.
 inter::InterAlgorithm inter_algorithm(const inter::Hierarchy& h, size_t bytes);
 
+// Not local rank 0: once the leader signalled step 1, copies bytes at
+// offset of its receive buffer (temp: its temporary buffer) into dst.
+Status copy_from_leader(CallContext& ctx, bool temp, size_t offset, void* dst, size_t bytes);
+// The end of every composition: done with the peers' memory; wait until
+// they are done with ours.
+Status finish_composed(CallContext& ctx);
+
 Status allreduce_hier(CallContext& ctx);
 Status allreduce_leader(CallContext& ctx);
 Status bcast_hier(CallContext& ctx);

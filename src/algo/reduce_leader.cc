@@ -42,14 +42,9 @@ Status reduce_leader(CallContext& ctx) {
         if (dst == nullptr) GPUCOLL_TRY(ctx.temp(0, &dst));
         GPUCOLL_TRY(leader_reduce(ctx, dst, ctx.call.count));
     } else if (am_root) {
-        char* theirs = nullptr;
-        GPUCOLL_TRY(ctx.temp(0, &theirs));
-        GPUCOLL_TRY(ctx.wait_peer(0, 1));
-        ++ctx.rounds;
-        GPUCOLL_TRY(ctx.copy(ctx.call.recvbuf, theirs, bytes, true));
+        GPUCOLL_TRY(copy_from_leader(ctx, true, 0, ctx.call.recvbuf, bytes));
     }
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 Status reduce_scatter_leader(CallContext& ctx) {
@@ -60,16 +55,16 @@ Status reduce_scatter_leader(CallContext& ctx) {
         GPUCOLL_TRY(ctx.temp(0, &dst));
         GPUCOLL_TRY(leader_reduce(ctx, dst, total));
     }
-    char* theirs = nullptr;  // every rank, the leader too: its block
-    GPUCOLL_TRY(ctx.temp(0, &theirs));
-    if (ctx.rank != 0) {
-        GPUCOLL_TRY(ctx.wait_peer(0, 1));
-        ++ctx.rounds;
+    const size_t at = intra::rs_displ(ctx.call, me) * ctx.elem;  // every rank: its block
+    const size_t bytes = intra::rs_count(ctx.call, me) * ctx.elem;
+    if (ctx.rank == 0) {
+        char* mine = nullptr;
+        GPUCOLL_TRY(ctx.temp(0, &mine));
+        GPUCOLL_TRY(ctx.copy(ctx.call.recvbuf, mine + at, bytes, false));
+    } else {
+        GPUCOLL_TRY(copy_from_leader(ctx, true, at, ctx.call.recvbuf, bytes));
     }
-    GPUCOLL_TRY(ctx.copy(ctx.call.recvbuf, theirs + intra::rs_displ(ctx.call, me) * ctx.elem,
-                         intra::rs_count(ctx.call, me) * ctx.elem, ctx.rank != 0));
-    GPUCOLL_TRY(ctx.signal(intra::kStepDone));
-    return ctx.wait_all(intra::kStepDone);
+    return finish_composed(ctx);
 }
 
 }  // namespace gpucoll::algo

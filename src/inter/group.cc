@@ -67,6 +67,19 @@ bool Group::device_capable(std::string* names) {
     return capable;
 }
 
+Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
+                            void* all) {
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    for (int p = 0; p < size(); ++p) {
+        if (p == me_) continue;
+        sends.push_back({p, mine, bytes, true});
+        recvs.push_back(
+            {p, static_cast<char*>(all) + static_cast<size_t>(p) * bytes, bytes, false, true});
+    }
+    return transfer(seq, step, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR);
+}
+
 Status Group::check_abort(uint64_t seq) {
     bool done = false;
     if (transport_->test(&control_recv_, &done) == kSuccess && done) {

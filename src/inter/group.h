@@ -69,6 +69,9 @@ public:
     // member or a node-mate failed this call.
     Status transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& sends,
                     const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op);
+    // Small host data: mine (bytes) to every member, theirs into
+    // all[member * bytes] (all[me] untouched).
+    Status exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all);
     // Tells every member that this rank failed call seq (best effort).
     void abort(uint64_t seq);
 

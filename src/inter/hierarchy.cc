@@ -131,16 +131,9 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     // unreachable peer turns the inter path off here, not in a call.
     for (Group* g : {h->rail_.get(), h->leaders_.get()}) {
         if (g == nullptr || !ok) continue;
-        std::vector<uint32_t> got(static_cast<size_t>(g->size()));
-        const uint32_t mine = comm_id;
-        std::vector<SendOp> sends;
-        std::vector<RecvOp> recvs;
-        for (int p = 0; p < g->size(); ++p) {
-            if (p == g->me()) continue;
-            sends.push_back({p, &mine, sizeof mine, true});
-            recvs.push_back({p, &got[p], sizeof(uint32_t), false, true});
-        }
-        ok = g->transfer(0, kHelloStep, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR) == kSuccess;
+        std::vector<uint32_t> got(static_cast<size_t>(g->size()), comm_id);
+        ok = g->exchange_host(0, kHelloStep, &comm_id, sizeof comm_id, got.data()) == kSuccess;
+        for (uint32_t v : got) ok = ok && v == comm_id;  // every member agreed on the id
     }
     const std::string failure = ok ? "" : last_error();
     GPUCOLL_TRY(agree(bs, ok, &all_ok));
@@ -172,14 +165,7 @@ Status Hierarchy::exchange(uint64_t seq, const Verdict& mine, Verdict* out) {
     *out = mine;
     if (g == nullptr || g->size() == 1) return kSuccess;
     std::vector<Verdict> theirs(static_cast<size_t>(g->size()));
-    std::vector<SendOp> sends;
-    std::vector<RecvOp> recvs;
-    for (int p = 0; p < g->size(); ++p) {
-        if (p == g->me()) continue;
-        sends.push_back({p, &mine, sizeof mine, true});
-        recvs.push_back({p, &theirs[p], sizeof(Verdict), false, true});
-    }
-    GPUCOLL_TRY(g->transfer(seq, kVerdictStep, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR));
+    GPUCOLL_TRY(g->exchange_host(seq, kVerdictStep, &mine, sizeof mine, theirs.data()));
     for (int p = 0; p < g->size(); ++p) {
         if (p == g->me()) continue;
         const Verdict& v = theirs[p];

@@ -5,8 +5,9 @@
 #     the bound) on 2x2, 4x1, 2x1 and 2+1+1 ranks per node, over UCX's tcp
 #     loopback and over UCX's default transports;
 #  2. test_collectives (every collective x type x op x count x in place x
-#     root x mixed memory kinds) on 2x2 and 2+1+1 over tcp: every device call
-#     takes the path between nodes (checked call by call with its algorithm);
+#     root x mixed memory kinds) on 2x2, 4x1, 2x1 and 2+1+1 over tcp, and 2x2
+#     and 2+1+1 over UCX's defaults: every device call takes the path between
+#     nodes (checked call by call with its algorithm);
 #  3. test_mixed (host and device buffers mixed across ranks and nodes);
 #  4. an injected failure on rank 1 (2x2, 4x1, 2+1+1): every rank of its
 #     node fails that call, nobody hangs, later calls are staged and right;
@@ -43,11 +44,12 @@ for shape in "2 2" "1 1 1 1" "1 1" "2 1 1"; do
 done
 
 echo "== 2. test_collectives between nodes"
-for shape in "2 2" "2 1 1"; do
+for run in "2 2|$tcp" "1 1 1 1|$tcp" "1 1|$tcp" "2 1 1|$tcp" "2 2|" "2 1 1|"; do
+    shape=${run%%|*} tls=${run#*|}
     allreduce=hier
     [ "$shape" = "2 1 1" ] && allreduce=leader
     # shellcheck disable=SC2086 # words
-    run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
+    run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tls -- \
         sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_collectives" --no-large --expect accelerated \
         --algorithm allreduce=$allreduce --algorithm bcast=hier --algorithm allgather=leader \
         --algorithm reduce=leader --algorithm reduce_scatter=leader \

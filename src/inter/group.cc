@@ -1,7 +1,5 @@
 #include "inter/group.h"
 
-#include <sched.h>
-
 #include <algorithm>
 
 #include "device/reduce_ops.h"
@@ -146,6 +144,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
     auto skip_empty = [](auto& ops, size_t& at) {
         while (at < ops.size() && ops[at].bytes == 0 && !ops[at].host) ++at;
     };
+    unsigned idle = 0;  // passes without completions in a row
     for (unsigned spins = 0; sends_left + recvs_left > 0; ++spins) {
         // Start what free slots allow: receives first, so that sends find them.
         for (int i = 0; i < slots; ++i) {
@@ -231,11 +230,14 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             }
             sl.busy = false, --recvs_left, any = true;
         }
+        if (any) idle = 0;
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
             if (config_.progress != nullptr && spins % 64 == 63) config_.progress();
-            if (spins > 1024) sched_yield();
+            // After a short spin, sleep until the network has news (or 1 ms,
+            // for the abort checks and the job's progress).
+            if (++idle > 256) transport_->wait(1);
         }
     }
     return kSuccess;

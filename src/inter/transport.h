@@ -65,6 +65,10 @@ public:
     // completion is no longer awaited).
     void cancel(Request* req);
     void progress();
+    // Sleeps until the network has something for this worker, or timeout_ms
+    // passes (no busy polling while a transfer waits: ranks that share cores
+    // get them).
+    void wait(int timeout_ms);
 
     struct Impl;
 

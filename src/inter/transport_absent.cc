@@ -36,6 +36,7 @@ Status Transport::test(Request*, bool* done) {
 }
 void Transport::cancel(Request*) {}
 void Transport::progress() {}
+void Transport::wait(int) {}
 bool Transport::device_capable(Endpoint*, std::string*) { return false; }
 
 }  // namespace gpucoll::inter

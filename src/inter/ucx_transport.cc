@@ -2,6 +2,7 @@
 // ../shared/notes/ucx-facts.md: the memory type is declared on every
 // operation, device pointers reach UCX only when it reports CUDA support,
 // and the worker is never progressed from inside a UCX callback).
+#include <poll.h>
 #include <ucp/api/ucp.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@ public:
 struct Transport::Impl {
     ucp_context_h context = nullptr;
     ucp_worker_h worker = nullptr;
+    int efd = -1;  // the worker's event fd (wakeup), -1 if unavailable
     std::vector<uint8_t> address;
     bool cuda = false;
     std::string description;
@@ -68,7 +70,7 @@ Status Transport::create(bool thread_multi, std::unique_ptr<Transport>* out) {
     if (s != UCS_OK) return ucx_error("ucp_config_read", s);
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_TAG;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = thread_multi ? 1 : 0;
     s = ucp_init(&params, config, &impl->context);
     ucp_config_release(config);
@@ -85,6 +87,7 @@ Status Transport::create(bool thread_multi, std::unique_ptr<Transport>* out) {
     wparams.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
     s = ucp_worker_create(impl->context, &wparams, &impl->worker);
     if (s != UCS_OK) return ucx_error("ucp_worker_create", s);
+    if (ucp_worker_get_efd(impl->worker, &impl->efd) != UCS_OK) impl->efd = -1;
     ucp_address_t* address = nullptr;
     size_t length = 0;
     s = ucp_worker_get_address(impl->worker, &address, &length);
@@ -201,6 +204,14 @@ void Transport::cancel(Request* req) {
 }
 
 void Transport::progress() { ucp_worker_progress(impl_->worker); }
+
+void Transport::wait(int timeout_ms) {
+    if (impl_->efd < 0) return;
+    // UCS_ERR_BUSY: events are pending already; progress, do not sleep.
+    if (ucp_worker_arm(impl_->worker) != UCS_OK) return;
+    pollfd p{impl_->efd, POLLIN, 0};
+    (void)poll(&p, 1, timeout_ms);
+}
 
 bool Transport::device_capable(Endpoint* ep, std::string* names) {
 #if UCP_API_VERSION >= UCP_VERSION(1, 14)

@@ -235,9 +235,10 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
             if (config_.progress != nullptr && spins % 64 == 63) config_.progress();
-            // After a short spin, sleep until the network has news (or 1 ms,
-            // for the abort checks and the job's progress).
-            if (++idle > 256) transport_->wait(1);
+            // More processes than cores: after a short spin, sleep until the
+            // network has news (or 1 ms, for the abort checks and the job's
+            // progress).
+            if (config_.sleep_when_idle && ++idle > 256) transport_->wait(1);
         }
     }
     return kSuccess;

@@ -37,6 +37,10 @@ struct GroupConfig {
     size_t chunk_bytes = size_t{1} << 20;  // pipeline chunk of the staged path
     int slots = 4;                         // chunks in flight per direction
     void (*progress)() = nullptr;          // the job's progress (opal_progress)
+    // Sleep on the network's event fd when idle instead of spinning: more
+    // ranks than cores on the node (a spinning rank would take the core from
+    // one that works); otherwise spinning keeps the latency low.
+    bool sleep_when_idle = false;
 };
 
 class Group {

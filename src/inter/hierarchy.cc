@@ -1,8 +1,10 @@
 #include "inter/hierarchy.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "core/runtime.h"
 
@@ -31,6 +33,16 @@ Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
     GPUCOLL_TRY(allgather_bytes(bs, &mine, 1, &all));
     *all_ok = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
     return kSuccess;
+}
+
+// Processes of the job on this machine (faked nodes share it): the
+// launcher's count where it gives one, else this node's ranks.
+unsigned processes_on_machine(const Topology& topo) {
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
+        const char* v = std::getenv(var);
+        if (v != nullptr && std::atoi(v) > 0) return static_cast<unsigned>(std::atoi(v));
+    }
+    return static_cast<unsigned>(topo.members[topo.node].size());
 }
 
 }  // namespace
@@ -108,6 +120,8 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     GroupConfig gc;
     gc.chunk_bytes = config.inter_chunk_bytes;
     gc.progress = config.progress;
+    gc.sleep_when_idle =
+        processes_on_machine(topo) > std::max(1u, std::thread::hardware_concurrency());
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
     auto make_group = [&](int local, std::unique_ptr<Group>* group) {
         std::vector<Endpoint*> eps;

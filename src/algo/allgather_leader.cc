@@ -26,16 +26,8 @@ Status allgather_leader(CallContext& ctx) {
             }
             GPUCOLL_TRY(ctx.copy(out + at, src, one, p != 0));
         }
-        std::vector<std::vector<inter::Piece>> pieces(static_cast<size_t>(t.nodes()));
-        for (int node = 0; node < t.nodes(); ++node)
-            for (int r : t.members[node]) {
-                auto& list = pieces[node];
-                const size_t at = static_cast<size_t>(r) * one;
-                if (!list.empty() && list.back().offset + list.back().bytes == at)
-                    list.back().bytes += one;
-                else
-                    list.push_back({at, one});
-            }
+        const auto pieces = node_pieces(
+            t, [one](int r) { return std::make_pair(static_cast<size_t>(r) * one, one); });
         GPUCOLL_TRY(ctx.drain());
         GPUCOLL_TRY(inter::group_allgather(*h.leaders(), ctx.seq, out, pieces));
         GPUCOLL_TRY(ctx.signal(1));

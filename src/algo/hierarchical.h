@@ -4,6 +4,10 @@
 // communicator: its steps are that call's progress steps.
 #pragma once
 
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
 
@@ -26,6 +30,10 @@ Status copy_from_leader(CallContext& ctx, bool temp, size_t offset, void* dst, s
 // The end of every composition: done with the peers' memory; wait until
 // they are done with ours.
 Status finish_composed(CallContext& ctx);
+// Per node, the pieces of a buffer that belong to its ranks (rank r's:
+// where(r) = {offset, bytes}), consecutive ones merged.
+std::vector<std::vector<inter::Piece>> node_pieces(
+    const inter::Topology& t, const std::function<std::pair<size_t, size_t>(int)>& where);
 
 Status allreduce_hier(CallContext& ctx);
 Status allreduce_leader(CallContext& ctx);

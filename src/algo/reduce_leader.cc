@@ -1,26 +1,31 @@
 // Leader-based reduce and reduce_scatter(_block) between nodes: local rank 0
 // reduces its node's inputs into a temporary device buffer (or, as the
-// root, into its receive buffer), the leaders allreduce that vector (ring:
-// 2(N-1)/N x S each), and every rank that needs a part of the result copies
-// it from its leader: the root its whole buffer, reduce_scatter every rank
-// its block.
+// root, into its receive buffer); for reduce the leaders allreduce that
+// vector (ring: 2(N-1)/N x S each) and the root copies it from its leader;
+// for reduce_scatter the leaders reduce-scatter it in one round (each ends
+// with its node's blocks; (N-1)/N x S sent each with equal nodes) and every
+// rank copies its block from its leader.
 #include "algo/hierarchical.h"
 
 namespace gpucoll::algo {
 
 namespace {
 
-// Leader: the node's reduction of the whole vector into dst, then the
-// leaders' allreduce of it.
-Status leader_reduce(CallContext& ctx, char* dst, size_t count) {
-    inter::Hierarchy& h = *ctx.comm.hierarchy();
+// Leader: the node's reduction of the whole vector into dst.
+Status node_sum(CallContext& ctx, char* dst, size_t count) {
     const void** srcs = ctx.sources();
     for (int p = 0; p < ctx.size; ++p) {  // ours first: the output may alias it
         char* in = nullptr;
         GPUCOLL_TRY(ctx.input(p, &in));
         srcs[p] = in;
     }
-    GPUCOLL_TRY(ctx.reduce(dst, srcs, ctx.size, count, static_cast<size_t>(ctx.size - 1)));
+    return ctx.reduce(dst, srcs, ctx.size, count, static_cast<size_t>(ctx.size - 1));
+}
+
+// Leader: the node's sum into dst, then the leaders' allreduce of it.
+Status leader_reduce(CallContext& ctx, char* dst, size_t count) {
+    inter::Hierarchy& h = *ctx.comm.hierarchy();
+    GPUCOLL_TRY(node_sum(ctx, dst, count));
     GPUCOLL_TRY(ctx.drain());
     GPUCOLL_TRY(inter::group_allreduce(*h.leaders(), ctx.seq, dst, count, ctx.call.dtype,
                                        ctx.call.op, inter_algorithm(h, count * ctx.elem)));
@@ -48,12 +53,24 @@ Status reduce_leader(CallContext& ctx) {
 }
 
 Status reduce_scatter_leader(CallContext& ctx) {
-    const size_t total = intra::rs_displ(ctx.call, ctx.comm.hierarchy()->topo().size);
+    inter::Hierarchy& h = *ctx.comm.hierarchy();
+    const inter::Topology& t = h.topo();
+    const size_t total = intra::rs_displ(ctx.call, t.size);
     const int me = ctx.comm.global_rank(ctx.rank);
     if (ctx.rank == 0) {
+        // The node's sum of the whole vector, then a reduce-scatter among the
+        // leaders: each ends with its node's blocks ((N-1)/N x S sent).
         char* dst = nullptr;
         GPUCOLL_TRY(ctx.temp(0, &dst));
-        GPUCOLL_TRY(leader_reduce(ctx, dst, total));
+        GPUCOLL_TRY(node_sum(ctx, dst, total));
+        const auto pieces = node_pieces(t, [&ctx](int r) {
+            return std::make_pair(intra::rs_displ(ctx.call, r) * ctx.elem,
+                                  intra::rs_count(ctx.call, r) * ctx.elem);
+        });
+        GPUCOLL_TRY(ctx.drain());
+        GPUCOLL_TRY(inter::group_reduce_scatter(*h.leaders(), ctx.seq, dst, pieces, ctx.call.dtype,
+                                                ctx.call.op));
+        GPUCOLL_TRY(ctx.signal(1));
     }
     const size_t at = intra::rs_displ(ctx.call, me) * ctx.elem;  // every rank: its block
     const size_t bytes = intra::rs_count(ctx.call, me) * ctx.elem;

@@ -93,6 +93,44 @@ Status group_bcast(Group& g, uint64_t seq, void* buf, size_t bytes, int root) {
     return g.transfer(seq, 0, sends, {}, GPUCOLL_BYTE, GPUCOLL_OP_BOR);
 }
 
+Status group_reduce_scatter(Group& g, uint64_t seq, void* buf,
+                            const std::vector<std::vector<Piece>>& pieces, gpucoll_dtype_t dtype,
+                            gpucoll_op_t op) {
+    const int n = g.size(), me = g.me();
+    if (n == 1) return kSuccess;
+    const size_t elem = reduce::dtype_size(dtype);
+    char* b = static_cast<char*>(buf);
+    size_t mine = 0;  // bytes of my pieces
+    for (const Piece& x : pieces[me]) mine += x.bytes;
+    // Every member's contribution to my pieces, region p of scratch for
+    // member p (mine too, copied), reduced in member order into buf.
+    char* scratch = nullptr;
+    GPUCOLL_TRY(g.scratch(std::max<size_t>(mine, 1) * static_cast<size_t>(n), &scratch));
+    auto region = [&](int p) { return scratch + static_cast<size_t>(p) * mine; };
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        for (const Piece& x : pieces[p]) sends.push_back({p, b + x.offset, x.bytes});
+        size_t at = 0;
+        for (const Piece& x : pieces[me]) {
+            recvs.push_back({p, region(p) + at, x.bytes});
+            at += x.bytes;
+        }
+    }
+    GPUCOLL_TRY(g.transfer(seq, 0, sends, recvs, dtype, op));
+    std::vector<const void*> srcs(static_cast<size_t>(n));
+    size_t at = 0;
+    for (const Piece& x : pieces[me]) {
+        GPUCOLL_TRY(g.device()->memcpy(region(me) + at, b + x.offset, x.bytes, nullptr));
+        for (int p = 0; p < n; ++p) srcs[p] = region(p) + at;
+        GPUCOLL_TRY(
+            g.device()->reduce(b + x.offset, srcs.data(), n, x.bytes / elem, dtype, op, nullptr));
+        at += x.bytes;
+    }
+    return kSuccess;
+}
+
 Status group_allgather(Group& g, uint64_t seq, void* buf,
                        const std::vector<std::vector<Piece>>& pieces) {
     const int n = g.size(), me = g.me();

@@ -28,5 +28,12 @@ struct Piece {
 // Every member's pieces (pieces[m]) of buf, from that member to every other.
 Status group_allgather(Group& g, uint64_t seq, void* buf,
                        const std::vector<std::vector<Piece>>& pieces);
+// Reduce-scatter in one round: member m ends with the reduction of every
+// member's buf in its own pieces (pieces[m]). Each member sends every other
+// that member's pieces ((N-1)/N x S with equal pieces: the lower bound) and
+// reduces what it received in member order (the same bits run after run).
+Status group_reduce_scatter(Group& g, uint64_t seq, void* buf,
+                            const std::vector<std::vector<Piece>>& pieces, gpucoll_dtype_t dtype,
+                            gpucoll_op_t op);
 
 }  // namespace gpucoll::inter

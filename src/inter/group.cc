@@ -1,6 +1,7 @@
 #include "inter/group.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "device/reduce_ops.h"
 
@@ -65,8 +66,8 @@ bool Group::device_capable(std::string* names) {
     return capable;
 }
 
-Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
-                            void* all) {
+Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
+                            double timeout_s) {
     std::vector<SendOp> sends;
     std::vector<RecvOp> recvs;
     for (int p = 0; p < size(); ++p) {
@@ -75,7 +76,7 @@ Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_
         recvs.push_back(
             {p, static_cast<char*>(all) + static_cast<size_t>(p) * bytes, bytes, false, true});
     }
-    return transfer(seq, step, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR);
+    return transfer(seq, step, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
 }
 
 Status Group::check_abort(uint64_t seq) {
@@ -110,7 +111,9 @@ void Group::abort(uint64_t seq) {
 }
 
 Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& sends,
-                       const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op) {
+                       const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op,
+                       double timeout_s) {
+    const auto start = std::chrono::steady_clock::now();
     const size_t elem = std::max<size_t>(reduce::dtype_size(dtype), 1);
     const size_t chunk = std::max<size_t>(config_.chunk_bytes / elem, 1) * elem;
     const int slots = config_.slots;
@@ -234,6 +237,13 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
+            if (timeout_s > 0 && spins % 256 == 255 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+                    timeout_s)
+                return cleanup(set_error(GPUCOLL_ERR_SYSTEM,
+                                         "no answer from a rank on another node after %.0f s "
+                                         "(unreachable over UCX? check UCX_TLS / UCX_NET_DEVICES)",
+                                         timeout_s));
             if (config_.progress != nullptr && spins % 64 == 63) config_.progress();
             // More processes than cores: after a short spin, sleep until the
             // network has news (or 1 ms, for the abort checks and the job's

@@ -71,11 +71,15 @@ public:
     // (both sides list them in the same order). gpucoll_dtype_t / op: the reduction
     // of receives that reduce. Fails (and cancels what is pending) when a
     // member or a node-mate failed this call.
+    // timeout_s > 0: give up (an error) after that long (the creation-time
+    // hello: a peer that cannot be reached must not hang the job).
     Status transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& sends,
-                    const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op);
+                    const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op,
+                    double timeout_s = 0);
     // Small host data: mine (bytes) to every member, theirs into
     // all[member * bytes] (all[me] untouched).
-    Status exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all);
+    Status exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
+                         double timeout_s = 0);
     // Tells every member that this rank failed call seq (best effort).
     void abort(uint64_t seq);
 

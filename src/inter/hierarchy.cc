@@ -141,12 +141,20 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     };
     if (topo.equal_ppn()) make_group(topo.local, &h->rail_);
     if (topo.local == 0) make_group(0, &h->leaders_);
+    // Every rank has its groups before anyone waits for a hello.
+    const std::string setup_failure = ok ? "" : last_error();
+    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    if (!all_ok)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "reaching the other nodes over %s failed%s%s",
+                         h->description_.c_str(), ok ? " on another rank" : ": ",
+                         setup_failure.c_str());
     // Every member reaches every other before the communicator is used: an
     // unreachable peer turns the inter path off here, not in a call.
     for (Group* g : {h->rail_.get(), h->leaders_.get()}) {
         if (g == nullptr || !ok) continue;
         std::vector<uint32_t> got(static_cast<size_t>(g->size()), comm_id);
-        ok = g->exchange_host(0, kHelloStep, &comm_id, sizeof comm_id, got.data()) == kSuccess;
+        ok =
+            g->exchange_host(0, kHelloStep, &comm_id, sizeof comm_id, got.data(), 30.0) == kSuccess;
         for (uint32_t v : got) ok = ok && v == comm_id;  // every member agreed on the id
     }
     const std::string failure = ok ? "" : last_error();

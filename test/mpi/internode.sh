@@ -14,7 +14,9 @@
 #  5. rank 1 killed before a call the others are in (2x2): mpirun ends the
 #     job within 30 s and nothing is left in /dev/shm;
 #  6. a UCX that cannot start (UCX_TLS=rc, no InfiniBand here): every device
-#     call is staged, correct, and one verbose line per rank says why.
+#     call is staged, correct, and one verbose line per rank says why;
+#  7. nodes that cannot reach each other (one fake node's UCX on tcp, the
+#     other's on shared memory only): staged, correct, no hang, said why.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -96,4 +98,11 @@ run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_verbose 1 
     sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_collectives" --no-large --expect staged
 n=$(grep -c 'accelerated path off between nodes (staged): UCX ucp_init failed' "$MPI_OUT" || true)
 [ "$n" -ge 4 ] || fail "expected a line per rank saying why the path between nodes is off ($n)"
+echo "== 7. nodes that cannot reach each other: staged, with the reason"
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_verbose 1 -- \
+    sh -c '[ "$OMPI_COMM_WORLD_RANK" -ge 2 ] && UCX_TLS=sm,self || UCX_TLS=tcp,self;
+        export UCX_TLS UCX_NET_DEVICES=lo; exec "$0" "$@"' \
+    sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_mixed" --expect staged
+n=$(grep -c 'accelerated path off between nodes (staged): reaching the other nodes' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || fail "expected a line per rank saying the nodes cannot reach each other ($n)"
 echo "PASS: internode"

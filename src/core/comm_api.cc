@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bootstrap.h"
 #include "core/runtime.h"
 #include "gpucoll.h"
 #include "inter/hierarchy.h"
@@ -59,16 +60,6 @@ void log_line(const gpucoll_comm_config_t& c, int rank, int level, const std::st
         std::fprintf(stderr, "gpucoll[%d]: %s\n", rank, msg.c_str());
 }
 
-Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
-    std::vector<uint8_t> all(static_cast<size_t>(bs.size));
-    const uint8_t mine = ok ? 1 : 0;
-    if (bs.allgather(bs.ctx, &mine, all.data(), 1) != 0)
-        return gpucoll::set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
-    *all_ok = true;
-    for (uint8_t v : all) *all_ok = *all_ok && v == 1;
-    return gpucoll::kSuccess;
-}
-
 // Several nodes: a node communicator per node, then the hierarchy; *out
 // stays null (on every rank) when either cannot be had.
 Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config,
@@ -80,7 +71,7 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
     Status s = gpucoll::intra::NodeComm::create(node_bs, config, &comm->node);
     if (s != gpucoll::kSuccess) return s;  // the bootstrap failed: everywhere
     bool all_ok = false;
-    GPUCOLL_TRY(agree(bs, comm->node != nullptr, &all_ok));
+    GPUCOLL_TRY(gpucoll::bootstrap_agree(bs, comm->node != nullptr, &all_ok));
     if (!all_ok) {
         log_line(config, bs.rank, 1, "accelerated path off: a node could not set up IPC");
         return gpucoll::kSuccess;
@@ -153,9 +144,8 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
     std::snprintf(mine.node, sizeof mine.node, "%s", gpucoll::intra::node_identity().c_str());
     std::snprintf(mine.backend, sizeof mine.backend, "%s", device ? device->name() : "none");
     mine.settings = gpucoll::intra::settings_of(cfg);
-    std::vector<Identity> all(static_cast<size_t>(bs.size));
-    if (bs.allgather(bs.ctx, &mine, all.data(), sizeof mine) != 0)
-        return gpucoll::set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
+    std::vector<Identity> all;
+    GPUCOLL_TRY(gpucoll::bootstrap_allgather(bs, mine, &all));
     std::vector<std::string> nodes;
     for (const Identity& id : all) {
         if (std::strcmp(id.backend, mine.backend) != 0 || std::strcmp(mine.backend, "none") == 0) {

@@ -68,15 +68,15 @@ bool Group::device_capable(std::string* names) {
 
 Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
                             double timeout_s) {
-    std::vector<SendOp> sends;
-    std::vector<RecvOp> recvs;
+    host_sends_.clear();
+    host_recvs_.clear();
     for (int p = 0; p < size(); ++p) {
         if (p == me_) continue;
-        sends.push_back({p, mine, bytes, true});
-        recvs.push_back(
+        host_sends_.push_back({p, mine, bytes, true});
+        host_recvs_.push_back(
             {p, static_cast<char*>(all) + static_cast<size_t>(p) * bytes, bytes, false, true});
     }
-    return transfer(seq, step, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
+    return transfer(seq, step, host_sends_, host_recvs_, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
 }
 
 Status Group::check_abort(uint64_t seq) {
@@ -127,12 +127,10 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         reduce_chunks = static_cast<char*>(reduce_chunks_);
     }
 
-    struct Slot {
-        Request req;
-        bool busy = false;
-        size_t op = 0, off = 0, len = 0;
-    };
-    std::vector<Slot> send_slots(static_cast<size_t>(slots)), recv_slots(send_slots.size());
+    std::vector<Slot>& send_slots = send_slots_;  // reused: no allocation after the first call
+    std::vector<Slot>& recv_slots = recv_slots_;
+    send_slots.assign(static_cast<size_t>(slots), Slot{});
+    recv_slots.assign(static_cast<size_t>(slots), Slot{});
     size_t send_op = 0, send_off = 0, recv_op = 0, recv_off = 0;
     size_t sends_left = 0, recvs_left = 0;
     for (const SendOp& s : sends) sends_left += s.host ? 1 : (s.bytes + chunk - 1) / chunk;

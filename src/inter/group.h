@@ -92,6 +92,13 @@ public:
 private:
     Status check_abort(uint64_t seq);
 
+    // One send or receive chunk in flight (a slot of the pinned pool).
+    struct Slot {
+        Request req;
+        bool busy = false;
+        size_t op = 0, off = 0, len = 0;
+    };
+
     Transport* transport_;
     Device* device_;
     std::vector<Endpoint*> members_;
@@ -111,6 +118,10 @@ private:
     void* scratch_ = nullptr;
     size_t scratch_bytes_ = 0;
     void* reduce_chunks_ = nullptr;  // direct mode: slots chunks of device memory, kept
+    // Reused by every transfer and small exchange (no allocation per call).
+    std::vector<Slot> send_slots_, recv_slots_;
+    std::vector<SendOp> host_sends_;
+    std::vector<RecvOp> host_recvs_;
 };
 
 }  // namespace gpucoll::inter

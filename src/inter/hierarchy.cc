@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "common/bootstrap.h"
 #include "core/runtime.h"
 
 namespace gpucoll::inter {
@@ -18,22 +19,6 @@ constexpr uint32_t kHelloStep = kControlStep - 2;
 // Communicator ids are agreed among the ranks of a communicator: the
 // largest next id of any of them, so it is new in each of their processes.
 std::atomic<uint32_t> g_next_comm_id{1};
-
-Status allgather_bytes(const gpucoll_bootstrap_t& bs, const void* mine, size_t bytes,
-                       std::vector<uint8_t>* all) {
-    all->resize(bytes * static_cast<size_t>(bs.size));
-    if (bs.allgather(bs.ctx, mine, all->data(), bytes) != 0)
-        return set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
-    return kSuccess;
-}
-
-Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
-    std::vector<uint8_t> all;
-    const uint8_t mine = ok ? 1 : 0;
-    GPUCOLL_TRY(allgather_bytes(bs, &mine, 1, &all));
-    *all_ok = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
-    return kSuccess;
-}
 
 // Processes of the job on this machine (faked nodes share it): the
 // launcher's count where it gives one, else this node's ranks.
@@ -77,7 +62,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     const Status ts = Runtime::instance().transport(config.thread_multiple != 0, &transport);
     const std::string why = ts == kSuccess ? "" : last_error();
     bool all_ok = false;
-    GPUCOLL_TRY(agree(bs, ts == kSuccess, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ts == kSuccess, &all_ok));
     if (!all_ok)
         return ts != kSuccess ? set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", why.c_str())
                               : set_error(GPUCOLL_ERR_UNSUPPORTED,
@@ -85,31 +70,20 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
                                           "rank; see its output");
 
     // The communicator id, then every rank's worker address (padded).
-    const uint32_t next = g_next_comm_id.load();
-    std::vector<uint8_t> all;
-    GPUCOLL_TRY(allgather_bytes(bs, &next, sizeof next, &all));
-    uint32_t id = 0;
-    for (int r = 0; r < bs.size; ++r) {
-        uint32_t v = 0;
-        std::memcpy(&v, all.data() + r * sizeof v, sizeof v);
-        id = std::max(id, v);
-    }
+    std::vector<uint32_t> ids;
+    GPUCOLL_TRY(bootstrap_allgather(bs, g_next_comm_id.load(), &ids));
+    const uint32_t id = *std::max_element(ids.begin(), ids.end());
     uint32_t cur = g_next_comm_id.load();
     while (cur <= id && !g_next_comm_id.compare_exchange_weak(cur, id + 1)) {
     }
     const uint32_t comm_id = id & 0xffff;
     const std::vector<uint8_t>& address = transport->address();
-    const uint32_t length = static_cast<uint32_t>(address.size());
-    GPUCOLL_TRY(allgather_bytes(bs, &length, sizeof length, &all));
-    uint32_t longest = 0;
-    std::vector<uint32_t> lengths(static_cast<size_t>(bs.size));
-    for (int r = 0; r < bs.size; ++r) {
-        std::memcpy(&lengths[r], all.data() + r * sizeof(uint32_t), sizeof(uint32_t));
-        longest = std::max(longest, lengths[r]);
-    }
-    std::vector<uint8_t> padded(longest, 0);
+    std::vector<uint32_t> lengths;
+    GPUCOLL_TRY(bootstrap_allgather(bs, static_cast<uint32_t>(address.size()), &lengths));
+    const uint32_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<uint8_t> padded(longest, 0), all(static_cast<size_t>(bs.size) * longest);
     std::copy(address.begin(), address.end(), padded.begin());
-    GPUCOLL_TRY(allgather_bytes(bs, padded.data(), longest, &all));
+    GPUCOLL_TRY(bootstrap_allgather(bs, padded.data(), longest, all.data()));
 
     std::unique_ptr<Hierarchy> h(new Hierarchy());
     h->topo_ = topo;
@@ -143,7 +117,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     if (topo.local == 0) make_group(0, &h->leaders_);
     // Every rank has its groups before anyone waits for a hello.
     const std::string setup_failure = ok ? "" : last_error();
-    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     if (!all_ok)
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "reaching the other nodes over %s failed%s%s",
                          h->description_.c_str(), ok ? " on another rank" : ": ",
@@ -158,7 +132,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
         for (uint32_t v : got) ok = ok && v == comm_id;  // every member agreed on the id
     }
     const std::string failure = ok ? "" : last_error();
-    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     if (!all_ok)
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "connecting the nodes over %s failed%s%s",
                          h->description_.c_str(), failure.empty() ? " on another rank" : ": ",
@@ -172,11 +146,11 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     for (Group* g : {h->rail_.get(), h->leaders_.get()})
         if (g != nullptr && direct && config.inter_device_memory == 0)
             direct = g->device_capable(&lanes);
-    GPUCOLL_TRY(agree(bs, direct, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, direct, &all_ok));
     h->lanes_ = lanes;
     for (Group* g : {h->rail_.get(), h->leaders_.get()})
         if (g != nullptr) ok = g->set_direct(all_ok) == kSuccess && ok;
-    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     if (!all_ok) return set_error(GPUCOLL_ERR_UNSUPPORTED, "pinned staging buffers unavailable");
     *out = std::move(h);
     return kSuccess;
@@ -186,7 +160,8 @@ Status Hierarchy::exchange(uint64_t seq, const Verdict& mine, Verdict* out) {
     Group* g = verdict_group();
     *out = mine;
     if (g == nullptr || g->size() == 1) return kSuccess;
-    std::vector<Verdict> theirs(static_cast<size_t>(g->size()));
+    std::vector<Verdict>& theirs = verdicts_;  // reused call after call
+    theirs.resize(static_cast<size_t>(g->size()));
     GPUCOLL_TRY(g->exchange_host(seq, kVerdictStep, &mine, sizeof mine, theirs.data()));
     for (int p = 0; p < g->size(); ++p) {
         if (p == g->me()) continue;

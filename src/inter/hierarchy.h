@@ -71,6 +71,7 @@ private:
     Topology topo_;
     std::unique_ptr<Group> rail_, leaders_;
     std::string description_, lanes_;
+    std::vector<Verdict> verdicts_;  // the members' verdicts of the current call
     InterAlgorithm algorithm_ = InterAlgorithm::Auto;
     size_t direct_max_bytes_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "algo/hierarchical.h"
+#include "common/bootstrap.h"
 #include "core/counters.h"
 #include "core/runtime.h"
 #include "device/reduce_ops.h"
@@ -59,15 +60,13 @@ void DeviceBuffer::reset() {
 
 namespace {
 
-// Who a rank is, exchanged once per communicator.
+// Who a rank is, exchanged once per communicator. (gpucoll_comm_create
+// checked that these ranks share a node, a backend and their settings.)
 struct Hello {
-    char node[96];    // boot id + host name: equal on one node
-    char backend[8];  // "cuda", "emu", "none"
     int32_t pid;
     int32_t gpu_known;              // 1: gpu below is this rank's current device
     int32_t flags_without_compute;  // its stream flags occupy no compute units
     GpuIdentity gpu;
-    Settings settings;
 };
 
 }  // namespace
@@ -134,25 +133,6 @@ FlagsChoice choose_flags(int mode, const std::vector<Hello>& all) {
     return c;
 }
 
-// Every rank learns whether every rank succeeded.
-Status agree(const gpucoll_bootstrap_t& bs, bool ok, bool* all_ok) {
-    std::vector<int32_t> all(static_cast<size_t>(bs.size));
-    int32_t mine = ok ? 1 : 0;
-    if (bs.allgather(bs.ctx, &mine, all.data(), sizeof mine) != 0)
-        return set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
-    *all_ok = true;
-    for (int32_t v : all) *all_ok = *all_ok && v == 1;
-    return kSuccess;
-}
-
-template <typename T>
-Status allgather(const gpucoll_bootstrap_t& bs, const T& mine, std::vector<T>* all) {
-    all->resize(static_cast<size_t>(bs.size));
-    if (bs.allgather(bs.ctx, &mine, all->data(), sizeof(T)) != 0)
-        return set_error(GPUCOLL_ERR_BOOTSTRAP, "bootstrap allgather failed");
-    return kSuccess;
-}
-
 }  // namespace
 
 Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config,
@@ -165,40 +145,19 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     comm->device_ = Runtime::instance().device();
     comm->cache_ = &Runtime::instance().ipc_cache();
 
+    if (comm->device_ == nullptr) return kSuccess;  // backend "none" everywhere (checked)
     Hello hello{};
-    std::snprintf(hello.node, sizeof hello.node, "%s", node_identity().c_str());
-    std::snprintf(hello.backend, sizeof hello.backend, "%s",
-                  comm->device_ ? comm->device_->name() : "none");
     hello.pid = getpid();
-    hello.settings = settings_of(config);
-    if (comm->device_ != nullptr) {
-        // The current device: the application chose it before its first
-        // collective (gpucoll_select_local_device, cudaSetDevice).
-        int ordinal = -1;
-        if (comm->device_->current_device(&ordinal) == kSuccess &&
-            comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
-            hello.gpu_known = 1;
-            hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
-        }
+    // The current device: the application chose it before its first
+    // collective (gpucoll_select_local_device, cudaSetDevice).
+    int ordinal = -1;
+    if (comm->device_->current_device(&ordinal) == kSuccess &&
+        comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
+        hello.gpu_known = 1;
+        hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
     }
     std::vector<Hello> all;
-    GPUCOLL_TRY(allgather(bs, hello, &all));
-    for (const Hello& h : all) {
-        if (std::strcmp(h.node, all[0].node) != 0) {
-            comm->log(1, "accelerated path off: the ranks span several nodes");
-            return kSuccess;
-        }
-        if (std::strcmp(h.backend, hello.backend) != 0 || std::strcmp(h.backend, "none") == 0) {
-            comm->log(1, "accelerated path off: device backends differ or none is active");
-            return kSuccess;
-        }
-        if (!(h.settings == hello.settings)) {
-            comm->log(0 /* always */,
-                      "accelerated path off: the coll_gpucoll_* parameters differ between the "
-                      "ranks of this communicator; set them the same everywhere");
-            return kSuccess;
-        }
-    }
+    GPUCOLL_TRY(bootstrap_allgather(bs, hello, &all));
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
     comm->call_size_ = comm->size_;
     for (int p = 0; p < comm->size_; ++p) comm->global_of_.push_back(p);
@@ -221,12 +180,12 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     // measured on a GPU node.
     if (comm->config_.one_shot_max_bytes == 0)
         comm->config_.one_shot_max_bytes =
-            std::strcmp(hello.backend, "emu") == 0 ? size_t{16} << 10 : size_t{256} << 10;
+            std::strcmp(comm->device_->name(), "emu") == 0 ? size_t{16} << 10 : size_t{256} << 10;
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
     comm->log(1, "accelerated path on: %d ranks on one node, backend %s, %s flags (%s)",
-              comm->size_, hello.backend, comm->device_flags_ ? "device" : "host",
+              comm->size_, comm->device_->name(), comm->device_flags_ ? "device" : "host",
               comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank");
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
@@ -255,12 +214,12 @@ Status NodeComm::setup_segment(const gpucoll_bootstrap_t& bs) {
         where.fd = segment_.fd();
     }
     std::vector<Where> all;
-    GPUCOLL_TRY(allgather(bs, where, &all));
+    GPUCOLL_TRY(bootstrap_allgather(bs, where, &all));
     bool ok = all[0].ok != 0;
     if (ok && rank_ != 0) ok = segment_.attach(all[0].pid, all[0].fd, size_) == kSuccess;
     if (!ok) log(1, "node segment unavailable: %s", last_error());
     bool all_ok = false;
-    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     segment_.close_fd();  // everyone has it mapped (or gave up): nothing stays behind
     return all_ok ? kSuccess : GPUCOLL_DECLINED;
 }
@@ -279,7 +238,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
               cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
               (!pipelined_ || device_->create_stream(&stream_) == kSuccess);
     std::vector<Exported> all;
-    GPUCOLL_TRY(allgather(bs, mine, &all));
+    GPUCOLL_TRY(bootstrap_allgather(bs, mine, &all));
     bool ok = true;
     peer_scratch_.assign(static_cast<size_t>(size_), nullptr);
     for (int p = 0; p < size_ && ok; ++p) {
@@ -299,7 +258,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
     }
     if (!ok) log(1, "scratch exchange failed: %s", last_error());
     bool all_ok = false;
-    GPUCOLL_TRY(agree(bs, ok, &all_ok));
+    GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     return all_ok ? kSuccess : GPUCOLL_DECLINED;
 }
 

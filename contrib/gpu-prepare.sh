@@ -74,6 +74,9 @@ if [ -n "${GPUCOLL_OSU_SRC:-}" ]; then
         tar xf "$GPUCOLL_OSU_SRC" -C "$osu_build" --strip-components=1
     fi
     cuda=${CUDA_HOME:-/usr/local/cuda}
+    # OSU links libcuda; this machine has no driver, so it links CUDA's own
+    # link-time stub of it (lib64/stubs, part of the toolkit); the lent
+    # machine's real driver is loaded at run time.
     (cd "$osu_build" &&
         find . -name Makefile.in -exec touch {} + && touch configure &&
         ./configure -q CC=mpicc CXX=mpicxx --enable-cuda=basic \

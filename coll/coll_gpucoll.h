@@ -23,6 +23,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/coll.h"
 #include "ompi/mca/mca.h"
+#include "ompi/request/request.h"
 #include "ompi_config.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -47,6 +48,36 @@ typedef mca_coll_base_component_2_0_0_t mca_coll_gpucoll_base_component_t;
     X(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK) \
     X(reduce, GPUCOLL_COLL_REDUCE)                             \
     X(reduce_local, GPUCOLL_COLL_REDUCE_LOCAL)
+
+/* Collectives of the list above whose nonblocking and persistent forms are
+ * intercepted too (X(name, type, coll_id): type names the function types,
+ * mca_coll_base_module_i<type>_fn_t and <type>_init_fn_t). */
+#define MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(X)                                      \
+    X(allreduce, allreduce, GPUCOLL_COLL_ALLREDUCE)                                  \
+    X(bcast, bcast, GPUCOLL_COLL_BCAST)                                              \
+    X(allgather, allgather, GPUCOLL_COLL_ALLGATHER)                                  \
+    X(reduce_scatter, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER)                   \
+    X(reduce_scatter_block, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK) \
+    X(reduce, reduce, GPUCOLL_COLL_REDUCE)
+
+/* Collectives only the staged path serves, in all three forms (blocking
+ * <name>, nonblocking i<name>, persistent <name>_init). */
+#define MCA_COLL_GPUCOLL_FOREACH_STAGED(X)                               \
+    X(allgatherv, allgatherv, GPUCOLL_COLL_ALLGATHERV)                   \
+    X(alltoall, alltoall, GPUCOLL_COLL_ALLTOALL)                         \
+    X(alltoallv, alltoallv, GPUCOLL_COLL_ALLTOALLV)                      \
+    X(alltoallw, alltoallw, GPUCOLL_COLL_ALLTOALLW)                      \
+    X(gather, gather, GPUCOLL_COLL_GATHER)                               \
+    X(gatherv, gatherv, GPUCOLL_COLL_GATHERV)                            \
+    X(scatter, scatter, GPUCOLL_COLL_SCATTER)                            \
+    X(scatterv, scatterv, GPUCOLL_COLL_SCATTERV)                         \
+    X(scan, scan, GPUCOLL_COLL_SCAN)                                     \
+    X(exscan, exscan, GPUCOLL_COLL_EXSCAN)                               \
+    X(neighbor_allgather, allgather, GPUCOLL_COLL_NEIGHBOR_ALLGATHER)    \
+    X(neighbor_allgatherv, allgatherv, GPUCOLL_COLL_NEIGHBOR_ALLGATHERV) \
+    X(neighbor_alltoall, alltoall, GPUCOLL_COLL_NEIGHBOR_ALLTOALL)       \
+    X(neighbor_alltoallv, alltoallv, GPUCOLL_COLL_NEIGHBOR_ALLTOALLV)    \
+    X(neighbor_alltoallw, neighbor_alltoallw, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW)
 
 /* ---------------------------------------------------------------------------
  * Component
@@ -121,9 +152,22 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
     mca_coll_base_module_##name##_fn_t prev_##name; \
     mca_coll_base_module_t* prev_##name##_module;
 
+/* The saved nonblocking and persistent functions of a collective. */
+#define MCA_COLL_GPUCOLL_DECLARE_PREV_FORMS(name, type, id)     \
+    mca_coll_base_module_i##type##_fn_t prev_i##name;           \
+    mca_coll_base_module_t* prev_i##name##_module;              \
+    mca_coll_base_module_##type##_init_fn_t prev_##name##_init; \
+    mca_coll_base_module_t* prev_##name##_init_module;
+#define MCA_COLL_GPUCOLL_DECLARE_PREV_ALL(name, type, id) \
+    mca_coll_base_module_##type##_fn_t prev_##name;       \
+    mca_coll_base_module_t* prev_##name##_module;         \
+    MCA_COLL_GPUCOLL_DECLARE_PREV_FORMS(name, type, id)
+
 typedef struct mca_coll_gpucoll_module_t {
     mca_coll_base_module_t super;
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(MCA_COLL_GPUCOLL_DECLARE_PREV)
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(MCA_COLL_GPUCOLL_DECLARE_PREV_FORMS)
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(MCA_COLL_GPUCOLL_DECLARE_PREV_ALL)
     /* accelerated path (coll_gpucoll_accel.c), created at the first call */
     gpucoll_comm_t* core;
     int core_state;      /* 0: not tried yet, 1: ready, -1: not available */
@@ -139,6 +183,218 @@ OBJ_CLASS_DECLARATION(mca_coll_gpucoll_module_t);
 
 /* A new module for comm with our functions installed. */
 mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_t* comm);
+/* Installs the entry points of coll_gpucoll_forms.c: every form of the
+ * collectives only the staged path serves, and the nonblocking and
+ * persistent forms of the others. */
+void mca_coll_gpucoll_install_forms(mca_coll_gpucoll_module_t* m);
+
+/* ---------------------------------------------------------------------------
+ * A staged call: for each of (at most) two buffers of this rank, the span
+ * that is copied to host memory, whether the collective reads it (copied in
+ * before each run) and the part it writes (copied back after). Blocking
+ * calls keep it on the stack; nonblocking and persistent ones in their
+ * request (coll_gpucoll_request.c).
+ * ------------------------------------------------------------------------- */
+
+enum { MCA_COLL_GPUCOLL_STAGE_MAX = 2 };
+
+typedef struct mca_coll_gpucoll_sbuf {
+    char* user;       /* the application's pointer */
+    char* host;       /* what the host module gets: host + d addresses the copy of user + d */
+    ptrdiff_t lo;     /* the staged span, relative to user */
+    size_t bytes;     /* its length */
+    ptrdiff_t out_lo; /* the span the collective writes, relative to user */
+    size_t out_bytes; /* its length (0: copied back never) */
+    bool device;      /* staged at all */
+    bool copy_in;     /* read by the collective, or written with gaps: copied in */
+    bool pinned;      /* heap is pinned host memory (gpucoll_malloc_host) */
+    void* heap;       /* allocation owned by this call, or NULL */
+} mca_coll_gpucoll_sbuf_t;
+
+typedef struct mca_coll_gpucoll_staging {
+    gpucoll_coll_t coll;
+    bool own_slots;  /* this call holds the library's pinned staging slots */
+    bool persistent; /* allocations live as long as a persistent request */
+    /* A device buffer of this rank does not fit its allocation: the rank
+     * still takes part in the host collective (on zeros, so that no peer
+     * hangs) but writes nothing and returns MPI_ERR_BUFFER. */
+    bool refused;
+    uint64_t copied;
+    int error; /* describe: the MPI error of a refused call */
+    mca_coll_gpucoll_sbuf_t buf[MCA_COLL_GPUCOLL_STAGE_MAX];
+} mca_coll_gpucoll_staging_t;
+
+/* What a describe function (coll_gpucoll_describe.c) found. */
+enum {
+    MCA_COLL_GPUCOLL_DESCRIBE_ERROR = -1, /* refused: c->error */
+    MCA_COLL_GPUCOLL_DESCRIBE_HOST = 0,   /* no device buffer here: delegate */
+    MCA_COLL_GPUCOLL_DESCRIBE_STAGE = 1   /* stage the device buffers */
+};
+
+/* The bytes count elements of dtype touch: [user + *lo, + *bytes). */
+void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, ptrdiff_t* lo,
+                           size_t* bytes);
+/* Writing count elements of dtype leaves no byte of their span untouched. */
+bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype);
+
+/* Generic staging (coll_gpucoll_staged.c) over described buffers. */
+/* Host memory for every device buffer: the shared pinned slots (blocking
+ * calls of the first thread), pinned memory of its own (persistent), or the
+ * heap. */
+int mca_coll_gpucoll_staging_alloc(mca_coll_gpucoll_staging_t* c, bool use_slots);
+int mca_coll_gpucoll_staging_copy_in(mca_coll_gpucoll_staging_t* c);
+int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c);
+void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form_t form);
+void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c);
+
+static inline bool mca_coll_gpucoll_is_device(const void* p) {
+    return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
+}
+
+/* Per collective: the buffers of this rank that the staged path copies
+ * (coll_gpucoll_describe.c); the arguments are the collective's own. */
+int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                        int count, struct ompi_datatype_t* dtype,
+                                        struct ompi_op_t* op, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf, int count,
+                                    struct ompi_datatype_t* dtype, int root,
+                                    struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                        struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                        struct ompi_datatype_t* rdtype,
+                                        struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                             void* rbuf, const int* rcounts,
+                                             struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                             struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                   void* rbuf, int rcount,
+                                                   struct ompi_datatype_t* dtype,
+                                                   struct ompi_op_t* op,
+                                                   struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                     int root, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                         int scount, struct ompi_datatype_t* sdtype, void* rbuf,
+                                         const int* rcounts, const int* displs,
+                                         struct ompi_datatype_t* rdtype,
+                                         struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       struct ompi_datatype_t* rdtype,
+                                       struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        const int* scounts, const int* sdispls,
+                                        struct ompi_datatype_t* sdtype, void* rbuf,
+                                        const int* rcounts, const int* rdispls,
+                                        struct ompi_datatype_t* rdtype,
+                                        struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        const int* scounts, const int* sdispls,
+                                        struct ompi_datatype_t* const* sdtypes, void* rbuf,
+                                        const int* rcounts, const int* rdispls,
+                                        struct ompi_datatype_t* const* rdtypes,
+                                        struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                     struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                     struct ompi_datatype_t* rdtype, int root,
+                                     struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      const int* rcounts, const int* displs,
+                                      struct ompi_datatype_t* rdtype, int root,
+                                      struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      struct ompi_datatype_t* rdtype, int root,
+                                      struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                       const int* scounts, const int* displs,
+                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       struct ompi_datatype_t* rdtype, int root,
+                                       struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_scan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                   int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                   struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                     struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 int scount, struct ompi_datatype_t* sdtype,
+                                                 void* rbuf, int rcount,
+                                                 struct ompi_datatype_t* rdtype,
+                                                 struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                  int scount, struct ompi_datatype_t* sdtype,
+                                                  void* rbuf, const int* rcounts, const int* displs,
+                                                  struct ompi_datatype_t* rdtype,
+                                                  struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                int scount, struct ompi_datatype_t* sdtype,
+                                                void* rbuf, int rcount,
+                                                struct ompi_datatype_t* rdtype,
+                                                struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 const int* scounts, const int* sdispls,
+                                                 struct ompi_datatype_t* sdtype, void* rbuf,
+                                                 const int* rcounts, const int* rdispls,
+                                                 struct ompi_datatype_t* rdtype,
+                                                 struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 const int* scounts, const MPI_Aint* sdispls,
+                                                 struct ompi_datatype_t* const* sdtypes, void* rbuf,
+                                                 const int* rcounts, const MPI_Aint* rdispls,
+                                                 struct ompi_datatype_t* const* rdtypes,
+                                                 struct ompi_communicator_t* comm);
+
+/* ---------------------------------------------------------------------------
+ * Nonblocking and persistent staged requests (coll_gpucoll_request.c). The
+ * saved module runs the collective on host copies; the request completes
+ * once its request has and the results are back on the device.
+ * ------------------------------------------------------------------------- */
+
+/* Open MPI's ompi_coll_base_nbc_request_t, field for field (its header,
+ * coll_base_util.h, includes Fortran headers that Debian's libopenmpi-dev
+ * does not ship). The MPI bindings cast every collective request to it to
+ * retain user-defined ops and datatypes until completion; the class is
+ * Open MPI's own. Checked against 4.1 and 5.0. */
+typedef struct mca_coll_gpucoll_nbc_request {
+    ompi_request_t super;
+    union {
+        ompi_request_complete_fn_t req_complete_cb;
+        ompi_request_free_fn_t req_free;
+    } cb;
+    void* req_complete_cb_data;
+    union {
+        struct {
+            void* first;
+            void* second;
+        } objs;
+    } data;
+} mca_coll_gpucoll_nbc_request_t;
+OMPI_DECLSPEC extern opal_class_t ompi_coll_base_nbc_request_t_class;
+
+typedef struct mca_coll_gpucoll_request_t {
+    mca_coll_gpucoll_nbc_request_t super; /* what Open MPI's bindings expect */
+    ompi_request_t* inner;                /* the saved module's request on host copies */
+    struct ompi_communicator_t* comm;     /* retained while the request lives */
+    mca_coll_gpucoll_staging_t staging;
+} mca_coll_gpucoll_request_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_gpucoll_request_t);
+
+/* A request for the staged call *staging (copied in; persistent: its
+ * allocations are made here). Copies the device inputs in (nonblocking). */
+int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
+                                 const mca_coll_gpucoll_staging_t* staging, bool persistent,
+                                 mca_coll_gpucoll_request_t** out);
+/* Hands r the saved module's request; r completes after it. On error the
+ * request is released. Returns an OMPI code. */
+int mca_coll_gpucoll_request_launch(mca_coll_gpucoll_request_t* r, int rc, ompi_request_t* inner,
+                                    ompi_request_t** request);
+/* Releases a request that never got launched. */
+void mca_coll_gpucoll_request_discard(mca_coll_gpucoll_request_t* r);
 
 /* ---------------------------------------------------------------------------
  * Staging through host memory (coll_gpucoll_staged.c). Each function gets

@@ -299,33 +299,51 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
  * (function, module) pair. A collective nobody below provides is not
  * intercepted either (its function pointer is cleared before Open MPI
  * copies ours). */
-#define GPUCOLL_SAVE_PREV(name, id)                                                         \
-    m->prev_##name = comm->c_coll->coll_##name;                                             \
-    m->prev_##name##_module = comm->c_coll->coll_##name##_module;                           \
-    if (NULL != m->prev_##name && NULL != m->prev_##name##_module) {                        \
-        OBJ_RETAIN(m->prev_##name##_module);                                                \
-    } else {                                                                                \
-        m->prev_##name = NULL;                                                              \
-        m->prev_##name##_module = NULL;                                                     \
-        m->super.coll_##name = NULL;                                                        \
-        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,                                    \
-                        "comm %s: no underlying " #name ", not intercepted", comm->c_name); \
+#define GPUCOLL_SAVE_ONE(field)                                                              \
+    m->prev_##field = comm->c_coll->coll_##field;                                            \
+    m->prev_##field##_module = comm->c_coll->coll_##field##_module;                          \
+    if (NULL != m->prev_##field && NULL != m->prev_##field##_module) {                       \
+        OBJ_RETAIN(m->prev_##field##_module);                                                \
+    } else {                                                                                 \
+        m->prev_##field = NULL;                                                              \
+        m->prev_##field##_module = NULL;                                                     \
+        m->super.coll_##field = NULL;                                                        \
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,                                     \
+                        "comm %s: no underlying " #field ", not intercepted", comm->c_name); \
     }
+#define GPUCOLL_SAVE_PREV(name, id) GPUCOLL_SAVE_ONE(name)
+#define GPUCOLL_SAVE_PREV_FORMS(name, type, id) \
+    GPUCOLL_SAVE_ONE(i##name)                   \
+    GPUCOLL_SAVE_ONE(name##_init)
+#define GPUCOLL_SAVE_PREV_ALL(name, type, id) \
+    GPUCOLL_SAVE_ONE(name)                    \
+    GPUCOLL_SAVE_PREV_FORMS(name, type, id)
 
 static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_communicator_t* comm) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_SAVE_PREV)
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_SAVE_PREV_FORMS)
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_SAVE_PREV_ALL)
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): enabled", comm->c_name,
                     comm->c_contextid);
     return OMPI_SUCCESS;
 }
 
-#define GPUCOLL_CLEAR_PREV(name, id) \
-    m->prev_##name = NULL;           \
-    m->prev_##name##_module = NULL;
+#define GPUCOLL_CLEAR_ONE(field) \
+    m->prev_##field = NULL;      \
+    m->prev_##field##_module = NULL;
+#define GPUCOLL_CLEAR_PREV(name, id) GPUCOLL_CLEAR_ONE(name)
+#define GPUCOLL_CLEAR_PREV_FORMS(name, type, id) \
+    GPUCOLL_CLEAR_ONE(i##name)                   \
+    GPUCOLL_CLEAR_ONE(name##_init)
+#define GPUCOLL_CLEAR_PREV_ALL(name, type, id) \
+    GPUCOLL_CLEAR_ONE(name)                    \
+    GPUCOLL_CLEAR_PREV_FORMS(name, type, id)
 
 static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_CLEAR_PREV)
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_CLEAR_PREV_FORMS)
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_CLEAR_PREV_ALL)
     m->core = NULL;
     m->core_state = 0;
     m->uniform_memory = false;
@@ -333,16 +351,25 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->host_depth = 0;
 }
 
-#define GPUCOLL_RELEASE_PREV(name, id)        \
-    if (NULL != m->prev_##name##_module) {    \
-        OBJ_RELEASE(m->prev_##name##_module); \
-    }                                         \
-    m->prev_##name = NULL;                    \
-    m->prev_##name##_module = NULL;
+#define GPUCOLL_RELEASE_ONE(field)             \
+    if (NULL != m->prev_##field##_module) {    \
+        OBJ_RELEASE(m->prev_##field##_module); \
+    }                                          \
+    m->prev_##field = NULL;                    \
+    m->prev_##field##_module = NULL;
+#define GPUCOLL_RELEASE_PREV(name, id) GPUCOLL_RELEASE_ONE(name)
+#define GPUCOLL_RELEASE_PREV_FORMS(name, type, id) \
+    GPUCOLL_RELEASE_ONE(i##name)                   \
+    GPUCOLL_RELEASE_ONE(name##_init)
+#define GPUCOLL_RELEASE_PREV_ALL(name, type, id) \
+    GPUCOLL_RELEASE_ONE(name)                    \
+    GPUCOLL_RELEASE_PREV_FORMS(name, type, id)
 
 static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m) {
     mca_coll_gpucoll_accel_release(m);
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_RELEASE_PREV_FORMS)
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_RELEASE_PREV_ALL)
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpucoll_module_t, mca_coll_base_module_t, gpucoll_module_construct,
@@ -356,5 +383,6 @@ mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_
     if (NULL == m) return NULL;
     m->super.coll_module_enable = gpucoll_module_enable;
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_INSTALL)
+    mca_coll_gpucoll_install_forms(m);
     return m;
 }

@@ -30,8 +30,8 @@
  * ------------------------------------------------------------------------- */
 
 /* The bytes that count elements of dtype touch: [user + *lo, + *bytes). */
-static void gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, ptrdiff_t* lo,
-                         size_t* bytes) {
+void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, ptrdiff_t* lo,
+                           size_t* bytes) {
     ptrdiff_t lb, extent, true_lb, true_extent;
     *lo = 0;
     *bytes = 0;
@@ -47,68 +47,63 @@ static void gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, ptrd
 
 /* True when a collective that writes count elements of dtype leaves no byte
  * of their span untouched. */
-static bool gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype) {
+bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype) {
     return count <= INT32_MAX && ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
 }
-
-enum { GPUCOLL_STAGE_MAX = 2 };
-
-typedef struct gpucoll_stage {
-    char* user;   /* the application's pointer */
-    char* host;   /* what the host module gets: host + d addresses the copy of user + d */
-    ptrdiff_t lo; /* the staged span, relative to user */
-    size_t bytes; /* its length */
-    bool device;  /* staged at all */
-    void* heap;   /* heap fallback to free, or NULL */
-} gpucoll_stage_t;
-
-typedef struct gpucoll_staged_call {
-    gpucoll_coll_t coll;
-    bool own_slots; /* this call holds the library's pinned staging slots */
-    /* A device buffer of this rank does not fit its allocation: the rank
-     * still takes part in the host collective (on zeros, so that no peer
-     * hangs) but writes nothing and returns MPI_ERR_BUFFER. Its peers cannot
-     * know without an extra round: on the staged path only this rank fails. */
-    bool refused;
-    uint64_t copied;
-    gpucoll_stage_t buf[GPUCOLL_STAGE_MAX];
-} gpucoll_staged_call_t;
 
 static atomic_flag gpucoll_slots_busy = ATOMIC_FLAG_INIT;
 
 /* Any host address: what a device buffer with an empty span becomes. */
 static char gpucoll_empty_span[1];
 
-static void gpucoll_call_begin(gpucoll_staged_call_t* c, gpucoll_coll_t coll) {
-    *c = (gpucoll_staged_call_t){.coll = coll};
+static void gpucoll_call_begin(mca_coll_gpucoll_staging_t* c, gpucoll_coll_t coll) {
+    *c = (mca_coll_gpucoll_staging_t){.coll = coll};
     c->own_slots = !atomic_flag_test_and_set_explicit(&gpucoll_slots_busy, memory_order_acquire);
 }
 
-static void gpucoll_call_end(gpucoll_staged_call_t* c) {
-    for (int i = 0; i < GPUCOLL_STAGE_MAX; ++i) {
-        free(c->buf[i].heap);
+void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
+    for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
+        if (c->buf[i].pinned) {
+            gpucoll_free_host(c->buf[i].heap);
+        } else {
+            free(c->buf[i].heap);
+        }
         c->buf[i].heap = NULL;
+        c->buf[i].pinned = false;
     }
     if (c->own_slots) atomic_flag_clear_explicit(&gpucoll_slots_busy, memory_order_release);
     c->own_slots = false;
 }
 
+static void gpucoll_call_end(mca_coll_gpucoll_staging_t* c) { mca_coll_gpucoll_staging_free(c); }
+
 /* Sets up buffer i for count elements of dtype at user. Host memory (and
  * MPI_IN_PLACE, NULL) passes through unchanged. */
-static int gpucoll_stage(gpucoll_staged_call_t* c, int i, const void* user, bool device,
+static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i);
+
+static int gpucoll_stage(mca_coll_gpucoll_staging_t* c, int i, const void* user, bool device,
                          size_t count, const struct ompi_datatype_t* dtype) {
-    gpucoll_stage_t* s = &c->buf[i];
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     s->user = (char*)user;
     s->host = (char*)user;
     s->device = device;
     if (!device) return OMPI_SUCCESS;
-    gpucoll_span(count, dtype, &s->lo, &s->bytes);
+    mca_coll_gpucoll_span(count, dtype, &s->lo, &s->bytes);
+    return gpucoll_stage_alloc(c, i);
+}
+
+/* Host memory for the staged span of buffer i (already described). */
+static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (0 == s->bytes) {
         s->host = gpucoll_empty_span - s->lo; /* never dereferenced: nothing to touch */
         return OMPI_SUCCESS;
     }
     void* p = NULL;
-    if (!c->own_slots || GPUCOLL_SUCCESS != gpucoll_staging_buffer(i, s->bytes, &p)) {
+    if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
+        s->pinned = true;
+        p = s->heap;
+    } else if (!c->own_slots || GPUCOLL_SUCCESS != gpucoll_staging_buffer(i, s->bytes, &p)) {
         if (c->own_slots) {
             GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
                             "no pinned staging buffer of %zu bytes (%s): using heap memory",
@@ -131,8 +126,8 @@ static int gpucoll_stage(gpucoll_staged_call_t* c, int i, const void* user, bool
 }
 
 /* Device -> host: the whole staged span of buffer i. */
-static int gpucoll_copy_in(gpucoll_staged_call_t* c, int i) {
-    gpucoll_stage_t* s = &c->buf[i];
+static int gpucoll_copy_in(mca_coll_gpucoll_staging_t* c, int i) {
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (!s->device || 0 == s->bytes) return OMPI_SUCCESS;
     if (c->refused) { /* read nothing past the allocation: zeros instead */
         memset(s->host + s->lo, 0, s->bytes);
@@ -146,20 +141,20 @@ static int gpucoll_copy_in(gpucoll_staged_call_t* c, int i) {
 
 /* Copies buffer i in if the collective reads it, or if writing count
  * elements of dtype would leave gaps in the staged span. */
-static int gpucoll_copy_in_if(gpucoll_staged_call_t* c, int i, bool read, size_t count,
+static int gpucoll_copy_in_if(mca_coll_gpucoll_staging_t* c, int i, bool read, size_t count,
                               const struct ompi_datatype_t* dtype) {
-    if (!read && gpucoll_fills_span(count, dtype)) return OMPI_SUCCESS;
+    if (!read && mca_coll_gpucoll_fills_span(count, dtype)) return OMPI_SUCCESS;
     return gpucoll_copy_in(c, i);
 }
 
 /* Host -> device: the span of the first count elements of dtype of buffer i. */
-static int gpucoll_copy_out(gpucoll_staged_call_t* c, int i, size_t count,
+static int gpucoll_copy_out(mca_coll_gpucoll_staging_t* c, int i, size_t count,
                             const struct ompi_datatype_t* dtype) {
-    gpucoll_stage_t* s = &c->buf[i];
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (!s->device || c->refused) return OMPI_SUCCESS; /* refused: nothing is written */
     ptrdiff_t lo;
     size_t bytes;
-    gpucoll_span(count, dtype, &lo, &bytes);
+    mca_coll_gpucoll_span(count, dtype, &lo, &bytes);
     if (0 == bytes) return OMPI_SUCCESS;
     int rc = gpucoll_memcpy(s->user + lo, s->host + lo, bytes);
     if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
@@ -168,7 +163,7 @@ static int gpucoll_copy_out(gpucoll_staged_call_t* c, int i, size_t count,
 }
 
 /* Ends the call: on success counts it as staged. Returns rc. */
-static int gpucoll_call_finish(gpucoll_staged_call_t* c, int rc) {
+static int gpucoll_call_finish(mca_coll_gpucoll_staging_t* c, int rc) {
     if (OMPI_SUCCESS == rc && c->refused) rc = MPI_ERR_BUFFER;
     if (OMPI_SUCCESS == rc) {
         gpucoll_counters_record(c->coll, GPUCOLL_PATH_STAGED, c->copied, "staged");
@@ -181,6 +176,55 @@ static int gpucoll_call_finish(gpucoll_staged_call_t* c, int rc) {
     }
     gpucoll_call_end(c);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Generic staging over described buffers (nonblocking, persistent, and the
+ * collectives only the staged path serves)
+ * ------------------------------------------------------------------------- */
+
+int mca_coll_gpucoll_staging_alloc(mca_coll_gpucoll_staging_t* c, bool use_slots) {
+    c->own_slots = use_slots && !c->persistent &&
+                   !atomic_flag_test_and_set_explicit(&gpucoll_slots_busy, memory_order_acquire);
+    for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
+        mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
+        s->host = s->user;
+        if (!s->device) continue;
+        int rc = gpucoll_stage_alloc(c, i);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpucoll_staging_copy_in(mca_coll_gpucoll_staging_t* c) {
+    for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
+        if (!c->buf[i].copy_in) continue;
+        int rc = gpucoll_copy_in(c, i);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c) {
+    if (c->refused) return OMPI_SUCCESS; /* refused: nothing is written */
+    for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
+        mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
+        if (!s->device || 0 == s->out_bytes) continue;
+        int rc = gpucoll_memcpy(s->user + s->out_lo, s->host + s->out_lo, s->out_bytes);
+        if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
+        c->copied += s->out_bytes;
+    }
+    return OMPI_SUCCESS;
+}
+
+void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form_t form) {
+    gpucoll_counters_record_form(c->coll, GPUCOLL_PATH_STAGED, form, c->copied, "staged");
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                    "%s (%s): staged (buffer 0: %s %zu B, buffer 1: %s %zu B), %llu B copied in",
+                    gpucoll_coll_name(c->coll), gpucoll_form_name(form),
+                    c->buf[0].device ? "device" : "host", c->buf[0].bytes,
+                    c->buf[1].device ? "device" : "host", c->buf[1].bytes,
+                    (unsigned long long)c->copied);
 }
 
 #define GPUCOLL_TRY(expr)                  \
@@ -206,7 +250,7 @@ int mca_coll_gpucoll_staged_allreduce(const void* sbuf, bool sdev, void* rbuf, b
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
     size_t n = (size_t)count;
@@ -223,7 +267,7 @@ done:
 
 int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     /* Intercommunicators: MPI_ROOT sends, MPI_PROC_NULL (the root's group)
      * does nothing, the other group receives. */
@@ -245,7 +289,7 @@ int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
                                       int rcount, struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
     /* Intercommunicators: one block per rank of the remote group. */
@@ -268,7 +312,7 @@ int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, bool sdev, void* rb
                                            const int* rcounts, struct ompi_datatype_t* dtype,
                                            struct ompi_op_t* op, struct ompi_communicator_t* comm,
                                            mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
     size_t total = 0;
@@ -292,7 +336,7 @@ int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, bool sdev, vo
                                                  struct ompi_op_t* op,
                                                  struct ompi_communicator_t* comm,
                                                  mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
     size_t mine = (size_t)rcount;
@@ -313,7 +357,7 @@ done:
 int mca_coll_gpucoll_staged_reduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     bool in_place = MPI_IN_PLACE == sbuf;
     size_t n = (size_t)count;
@@ -331,7 +375,7 @@ done:
 int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* inoutbuf,
                                          bool inoutdev, int count, struct ompi_datatype_t* dtype,
                                          struct ompi_op_t* op, mca_coll_gpucoll_module_t* m) {
-    gpucoll_staged_call_t c;
+    mca_coll_gpucoll_staging_t c;
     int rc;
     size_t n = (size_t)count;
     gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_LOCAL);

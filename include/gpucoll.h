@@ -98,6 +98,11 @@ GPUCOLL_EXPORT int gpucoll_malloc_device(void** ptr, size_t bytes);
  * device, through an exportable scratch copy. Free with gpucoll_free_device. */
 GPUCOLL_EXPORT int gpucoll_malloc_device_pool(void** ptr, size_t bytes);
 GPUCOLL_EXPORT int gpucoll_free_device(void* ptr);
+/* Pinned host memory of the active backend (fast copies to and from the
+ * device), for buffers that live long, e.g. a persistent request's staging
+ * copies; free with gpucoll_free_host. */
+GPUCOLL_EXPORT int gpucoll_malloc_host(void** ptr, size_t bytes);
+GPUCOLL_EXPORT int gpucoll_free_host(void* ptr);
 /* Copies bytes in any direction (host/device on either side), synchronously. */
 GPUCOLL_EXPORT int gpucoll_memcpy(void* dst, const void* src, size_t bytes);
 /* GPUCOLL_SUCCESS when [ptr, ptr + bytes) is host memory or lies wholly
@@ -117,8 +122,34 @@ typedef enum gpucoll_coll {
     GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
     GPUCOLL_COLL_REDUCE,
     GPUCOLL_COLL_REDUCE_LOCAL,
+    /* Collectives that only the staged path serves (device buffers staged
+     * through host memory, host buffers delegated). */
+    GPUCOLL_COLL_ALLGATHERV,
+    GPUCOLL_COLL_ALLTOALL,
+    GPUCOLL_COLL_ALLTOALLV,
+    GPUCOLL_COLL_ALLTOALLW,
+    GPUCOLL_COLL_GATHER,
+    GPUCOLL_COLL_GATHERV,
+    GPUCOLL_COLL_SCATTER,
+    GPUCOLL_COLL_SCATTERV,
+    GPUCOLL_COLL_SCAN,
+    GPUCOLL_COLL_EXSCAN,
+    GPUCOLL_COLL_NEIGHBOR_ALLGATHER,
+    GPUCOLL_COLL_NEIGHBOR_ALLGATHERV,
+    GPUCOLL_COLL_NEIGHBOR_ALLTOALL,
+    GPUCOLL_COLL_NEIGHBOR_ALLTOALLV,
+    GPUCOLL_COLL_NEIGHBOR_ALLTOALLW,
     GPUCOLL_COLL_COUNT
 } gpucoll_coll_t;
+
+/* How a call was made: MPI_Allreduce, MPI_Iallreduce or MPI_Allreduce_init
+ * (each MPI_Start of a persistent request counts as one call). */
+typedef enum gpucoll_form {
+    GPUCOLL_FORM_BLOCKING = 0,
+    GPUCOLL_FORM_NONBLOCKING,
+    GPUCOLL_FORM_PERSISTENT,
+    GPUCOLL_FORM_COUNT
+} gpucoll_form_t;
 
 typedef enum gpucoll_path {
     GPUCOLL_PATH_ACCELERATED = 0, /* device-to-device inside gpucoll */
@@ -130,6 +161,8 @@ typedef enum gpucoll_path {
 typedef struct gpucoll_counters {
     /* calls[c][p]: number of calls of collective c that took path p */
     uint64_t calls[GPUCOLL_COLL_COUNT][GPUCOLL_PATH_COUNT];
+    /* forms[f][p]: calls of any collective made in form f that took path p */
+    uint64_t forms[GPUCOLL_FORM_COUNT][GPUCOLL_PATH_COUNT];
     uint64_t bytes_staged; /* bytes copied between device and host staging buffers */
     uint64_t bytes_peer;   /* bytes moved between peers of a node on the accelerated path */
     uint64_t bytes_inter;  /* bytes this process sent to other nodes on the accelerated path */
@@ -137,6 +170,7 @@ typedef struct gpucoll_counters {
     /* the most recent call of this process */
     gpucoll_coll_t last_coll;
     gpucoll_path_t last_path;
+    gpucoll_form_t last_form;
     uint64_t last_bytes_peer;
     uint64_t last_bytes_inter;
     uint64_t last_sync_rounds;
@@ -147,6 +181,7 @@ GPUCOLL_EXPORT int gpucoll_counters_get(gpucoll_counters_t* out);
 GPUCOLL_EXPORT void gpucoll_counters_reset(void);
 GPUCOLL_EXPORT const char* gpucoll_coll_name(gpucoll_coll_t coll);
 GPUCOLL_EXPORT const char* gpucoll_path_name(gpucoll_path_t path);
+GPUCOLL_EXPORT const char* gpucoll_form_name(gpucoll_form_t form);
 
 /* ---------------------------------------------------------------------------
  * Component interface (used by coll/gpucoll; stable C, no MPI types)
@@ -222,6 +257,10 @@ GPUCOLL_EXPORT int gpucoll_reduce(void* dst, const void* a, const void* b, size_
  * device and host for this call. */
 GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path,
                                             uint64_t bytes_staged, const char* algorithm);
+/* The same for a nonblocking call or a persistent start. */
+GPUCOLL_EXPORT void gpucoll_counters_record_form(gpucoll_coll_t coll, gpucoll_path_t path,
+                                                 gpucoll_form_t form, uint64_t bytes_staged,
+                                                 const char* algorithm);
 
 /* ---------------------------------------------------------------------------
  * Communicators: the accelerated (device-to-device) path

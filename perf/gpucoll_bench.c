@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "gpucoll.h"
+/* after mpi.h: MPIX_*_init (persistent collectives of Open MPI 4.1) */
+#include <mpi-ext.h>
 
 /* ------------------------------------------------------------------ tables */
 
@@ -176,7 +178,12 @@ typedef struct options {
     int check;
     int root;
     int in_place;
+    int form;    /* F_BLOCKING, F_NONBLOCKING, F_PERSISTENT */
+    int overlap; /* nonblocking: measure overlap with a compute phase (OSU) */
 } options_t;
+
+enum { F_BLOCKING = 0, F_NONBLOCKING, F_PERSISTENT };
+static const char* const form_names[] = {"blocking", "nonblocking", "persistent"};
 
 static int rank, nranks;
 
@@ -202,6 +209,13 @@ static void usage(FILE* f) {
             "                    after the timed loop; PASS/FAIL per size, exit 1 on failure\n"
             "  -r ROOT           root of bcast and reduce (default 0)\n"
             "  --in-place        MPI_IN_PLACE where the collective allows it\n"
+            "  -f FORM           blocking (MPI_Allreduce, default), nonblocking (MPI_Iallreduce\n"
+            "                    + MPI_Wait) or persistent (MPIX_Allreduce_init once per size,\n"
+            "                    then MPI_Start + MPI_Wait)\n"
+            "  --overlap         nonblocking: after the pure-communication loop, OSU's overlap\n"
+            "                    test: start, compute on the CPU for as long as the call took\n"
+            "                    (max over ranks), wait; columns compute(us), total(us) and\n"
+            "                    overlap(%%) = 100 * (1 - (total - compute) / pure)\n"
             "  -h                this help\n"
             "Columns: avg/min/max over ranks of each rank's mean latency; algbw = size/avg;\n"
             "busbw = algbw * f (nccl-tests: allreduce 2(n-1)/n, allgather and reduce_scatter\n"
@@ -336,6 +350,14 @@ static void parse_options(int argc, char** argv, options_t* o) {
             o->check = 1;
         } else if (!strcmp(a, "-r")) {
             o->root = (int)parse_long("-r", need_arg(argc, argv, &i), 0);
+        } else if (!strcmp(a, "-f")) {
+            const char* v = need_arg(argc, argv, &i);
+            o->form = -1;
+            for (int f = 0; f < 3; f++)
+                if (!strcmp(v, form_names[f])) o->form = f;
+            if (o->form < 0) die_usage("unknown form '%s' (blocking, nonblocking, persistent)", v);
+        } else if (!strcmp(a, "--overlap")) {
+            o->overlap = 1;
         } else if (!strcmp(a, "--in-place")) {
             o->in_place = 1;
         } else if (a[0] == '-') {
@@ -347,6 +369,7 @@ static void parse_options(int argc, char** argv, options_t* o) {
         }
     }
     if (!coll) die_usage("no collective given");
+    if (o->overlap && o->form != F_NONBLOCKING) die_usage("--overlap needs -f nonblocking");
     if (!strcmp(coll, "all")) {
         for (int c = 0; c < B_NCOLL; c++) o->colls[o->ncolls++] = c;
     } else {
@@ -626,6 +649,8 @@ typedef struct call {
     void* recv;
     int in_place;
     int root;
+    int form;
+    MPI_Request preq; /* persistent: the request of this size */
 } call_t;
 
 /* Splits total elements into nranks counts, the first total % n one larger. */
@@ -638,8 +663,58 @@ static void rs_counts(call_t* c) {
     }
 }
 
-static void run_calls(const call_t* c, long n) {
+/* Starts the nonblocking form (persistent: creates the request). */
+static void start_call(const call_t* c, int persistent, MPI_Request* req) {
+    const void* sb = c->in_place ? MPI_IN_PLACE : c->send;
+    const void* rsb = (c->in_place && rank != c->root) ? c->send : sb;
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Info ni = MPI_INFO_NULL;
+    int n = (int)c->total, b = (int)c->block;
+    switch (c->coll) {
+        case B_ALLREDUCE:
+            persistent ? MPIX_Allreduce_init(sb, c->recv, n, c->dt, c->op, w, ni, req)
+                       : MPI_Iallreduce(sb, c->recv, n, c->dt, c->op, w, req);
+            break;
+        case B_BCAST:
+            persistent ? MPIX_Bcast_init(c->recv, n, c->dt, c->root, w, ni, req)
+                       : MPI_Ibcast(c->recv, n, c->dt, c->root, w, req);
+            break;
+        case B_ALLGATHER:
+            persistent ? MPIX_Allgather_init(sb, b, c->dt, c->recv, b, c->dt, w, ni, req)
+                       : MPI_Iallgather(sb, b, c->dt, c->recv, b, c->dt, w, req);
+            break;
+        case B_REDUCE_SCATTER:
+            persistent ? MPIX_Reduce_scatter_init(sb, c->recv, c->rcounts, c->dt, c->op, w, ni, req)
+                       : MPI_Ireduce_scatter(sb, c->recv, c->rcounts, c->dt, c->op, w, req);
+            break;
+        case B_REDUCE_SCATTER_BLOCK:
+            persistent ? MPIX_Reduce_scatter_block_init(sb, c->recv, b, c->dt, c->op, w, ni, req)
+                       : MPI_Ireduce_scatter_block(sb, c->recv, b, c->dt, c->op, w, req);
+            break;
+        case B_REDUCE:
+            persistent ? MPIX_Reduce_init(rsb, c->recv, n, c->dt, c->op, c->root, w, ni, req)
+                       : MPI_Ireduce(rsb, c->recv, n, c->dt, c->op, c->root, w, req);
+            break;
+        default:
+            break;
+    }
+}
+
+static void run_calls(call_t* c, long n) {
     void* sb = c->in_place ? MPI_IN_PLACE : c->send;
+    if (c->form != F_BLOCKING) {
+        for (long k = 0; k < n; k++) {
+            MPI_Request req;
+            if (c->form == F_PERSISTENT) {
+                MPI_Start(&c->preq);
+                MPI_Wait(&c->preq, MPI_STATUS_IGNORE);
+            } else {
+                start_call(c, 0, &req);
+                MPI_Wait(&req, MPI_STATUS_IGNORE);
+            }
+        }
+        return;
+    }
     for (long k = 0; k < n; k++) {
         switch (c->coll) {
             case B_ALLREDUCE:
@@ -816,7 +891,40 @@ typedef struct row_info {
     int mixed;
     long bad;
     long iters;
+    double t_compute, t_total; /* --overlap: averages over ranks */
 } row_info_t;
+
+/* CPU work, no MPI call (MPI_Wtime only reads a clock): OSU's compute phase. */
+static void compute_for(double seconds) {
+    volatile double x = 0;
+    double t0 = MPI_Wtime();
+    while (MPI_Wtime() - t0 < seconds)
+        for (int i = 0; i < 200; i++) x += i * 0.5;
+}
+
+/* OSU's overlap test at this size: iters x (start, compute for the pure
+ * time, wait), against the compute phase alone. */
+static void measure_overlap(call_t* c, double pure, long iters, row_info_t* row) {
+    double target;
+    MPI_Allreduce(&pure, &target, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (long k = 0; k < iters; k++) compute_for(target);
+    double t_compute = (MPI_Wtime() - t0) / (double)iters;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    for (long k = 0; k < iters; k++) {
+        MPI_Request req;
+        start_call(c, 0, &req);
+        compute_for(target);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    double t_total = (MPI_Wtime() - t0) / (double)iters;
+    double local[2] = {t_compute, t_total}, sums[2];
+    MPI_Reduce(local, sums, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    row->t_compute = sums[0] / nranks;
+    row->t_total = sums[1] / nranks;
+}
 
 static int bench_size(bench_ctx_t* x, call_t* c, row_info_t* row) {
     const options_t* o = x->o;
@@ -825,6 +933,7 @@ static int bench_size(bench_ctx_t* x, call_t* c, row_info_t* row) {
     if (c->coll == B_ALLGATHER || c->coll == B_REDUCE_SCATTER_BLOCK)
         c->block = c->total / (size_t)nranks;
     fill_inputs(x, c);
+    if (c->form == F_PERSISTENT) start_call(c, 1, &c->preq);
 
     long iters, warmup;
     default_iters(bytes, &iters, &warmup);
@@ -902,6 +1011,7 @@ static int bench_size(bench_ctx_t* x, call_t* c, row_info_t* row) {
         free(all);
     }
     row->iters = iters;
+    if (o->overlap) measure_overlap(c, t, iters, row);
 
     row->bad = 0;
     if (o->check) {
@@ -915,6 +1025,7 @@ static int bench_size(bench_ctx_t* x, call_t* c, row_info_t* row) {
         bad = check_result(x, c);
         MPI_Reduce(&bad, &row->bad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     }
+    if (c->form == F_PERSISTENT) MPI_Request_free(&c->preq);
     return 0;
 }
 
@@ -958,6 +1069,7 @@ static int bench_coll(const options_t* o, bench_coll_t coll, const char* backend
     c.recv = recv;
     c.in_place = o->in_place && coll != B_BCAST;
     c.root = o->root;
+    c.form = o->form;
     c.rcounts = calloc((size_t)nranks, sizeof(int));
     c.displ = calloc((size_t)nranks, sizeof(size_t));
 
@@ -979,11 +1091,15 @@ static int bench_coll(const options_t* o, bench_coll_t coll, const char* backend
             (coll == B_BCAST || coll == B_REDUCE) ? o->root : 0,
             coll == B_BCAST ? "n/a" : (o->in_place ? "yes" : "no"), lo, hi,
             o->iters < 0 ? "auto" : "fixed", o->check ? "on" : "off");
-        printf("# date %s, host %s, busbw factor %.4g\n", date, host_name,
-               busbw_factor(coll, nranks));
+        printf("# date %s, host %s, busbw factor %.4g, form %s%s\n", date, host_name,
+               busbw_factor(coll, nranks), form_names[o->form],
+               o->overlap ? ", overlap test (OSU)" : "");
         printf("#%11s %11s %10s %10s %10s %11s %11s %6s %-11s %-16s %12s %9s%s\n", "size(B)",
                "count", "avg(us)", "min(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)", "iters",
                "path", "algorithm", "peer_B/call", "syncs", o->check ? "  check" : "");
+        if (o->overlap)
+            printf("#%11s %12s %10s %10s %10s\n", "size(B)", "pure(us)", "compute(us)", "total(us)",
+                   "overlap(%)");
         fflush(stdout);
     }
 
@@ -1008,6 +1124,11 @@ static int bench_coll(const options_t* o, bench_coll_t coll, const char* backend
                    row.syncs / nranks);
             if (o->check) printf("  %s", row.bad ? "FAIL" : "PASS");
             printf("\n");
+            if (o->overlap) {
+                double ov = 100.0 * (1.0 - (row.t_total - row.t_compute) / avg);
+                printf("#%11zu %12.2f %10.2f %10.2f %10.1f\n", bytes, avg * 1e6,
+                       row.t_compute * 1e6, row.t_total * 1e6, ov < 0 ? 0.0 : ov);
+            }
             fflush(stdout);
             if (row.mixed) printf("# ranks disagree on path/algorithm (rank 0 shown)\n");
             if (row.bad) {

@@ -7,8 +7,7 @@ namespace gpucoll::algo {
 gpucoll_algorithm_t select_hierarchical(const gpucoll_call_t& call, const inter::Topology& topo,
                                         size_t elem, const gpucoll_comm_config_t& config,
                                         const char** why) {
-    if (call.coll < 0 || call.coll >= GPUCOLL_COLL_COUNT ||
-        call.coll == GPUCOLL_COLL_REDUCE_LOCAL) {
+    if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;
     }

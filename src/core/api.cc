@@ -32,9 +32,29 @@ int require_device(Device** out) {
     return GPUCOLL_SUCCESS;
 }
 
-constexpr const char* kCollNames[GPUCOLL_COLL_COUNT] = {
-    "allreduce", "bcast",       "allgather", "reduce_scatter", "reduce_scatter_block",
-    "reduce",    "reduce_local"};
+constexpr const char* kCollNames[GPUCOLL_COLL_COUNT] = {"allreduce",
+                                                        "bcast",
+                                                        "allgather",
+                                                        "reduce_scatter",
+                                                        "reduce_scatter_block",
+                                                        "reduce",
+                                                        "reduce_local",
+                                                        "allgatherv",
+                                                        "alltoall",
+                                                        "alltoallv",
+                                                        "alltoallw",
+                                                        "gather",
+                                                        "gatherv",
+                                                        "scatter",
+                                                        "scatterv",
+                                                        "scan",
+                                                        "exscan",
+                                                        "neighbor_allgather",
+                                                        "neighbor_allgatherv",
+                                                        "neighbor_alltoall",
+                                                        "neighbor_alltoallv",
+                                                        "neighbor_alltoallw"};
+constexpr const char* kFormNames[GPUCOLL_FORM_COUNT] = {"blocking", "nonblocking", "persistent"};
 constexpr const char* kPathNames[GPUCOLL_PATH_COUNT] = {"accelerated", "staged", "delegated"};
 constexpr const char* kDtypeNames[GPUCOLL_DTYPE_COUNT] = {"int8",
                                                           "int16",
@@ -137,6 +157,21 @@ int gpucoll_free_device(void* ptr) {
     return d->free(ptr);
 }
 
+int gpucoll_malloc_host(void** ptr, size_t bytes) {
+    if (ptr == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_host: ptr is NULL");
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->alloc_host(ptr, bytes);
+}
+
+int gpucoll_free_host(void* ptr) {
+    if (ptr == nullptr) return GPUCOLL_SUCCESS;
+    Device* d = nullptr;
+    if (int s = require_device(&d)) return s;
+    return d->free_host(ptr);
+}
+
 int gpucoll_memcpy(void* dst, const void* src, size_t bytes) {
     if (bytes == 0) return GPUCOLL_SUCCESS;
     if (dst == nullptr || src == nullptr)
@@ -164,6 +199,10 @@ const char* gpucoll_coll_name(gpucoll_coll_t coll) {
 
 const char* gpucoll_path_name(gpucoll_path_t path) {
     return path >= 0 && path < GPUCOLL_PATH_COUNT ? kPathNames[path] : "unknown";
+}
+
+const char* gpucoll_form_name(gpucoll_form_t form) {
+    return form >= 0 && form < GPUCOLL_FORM_COUNT ? kFormNames[form] : "unknown";
 }
 
 size_t gpucoll_dtype_size(gpucoll_dtype_t dtype) { return gpucoll::reduce::dtype_size(dtype); }
@@ -230,6 +269,13 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
 void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path, uint64_t bytes_staged,
                              const char* algorithm) {
     gpucoll::counters_record({coll, path, bytes_staged, 0, 0, algorithm});
+}
+
+void gpucoll_counters_record_form(gpucoll_coll_t coll, gpucoll_path_t path, gpucoll_form_t form,
+                                  uint64_t bytes_staged, const char* algorithm) {
+    gpucoll::CallRecord r{coll, path, bytes_staged, 0, 0, algorithm};
+    r.form = form;
+    gpucoll::counters_record(r);
 }
 
 }  // extern "C"

@@ -11,16 +11,19 @@ gpucoll_counters_t g_counters{};
 }  // namespace
 
 void counters_record(const CallRecord& r) {
-    if (r.coll < 0 || r.coll >= GPUCOLL_COLL_COUNT || r.path < 0 || r.path >= GPUCOLL_PATH_COUNT)
+    if (r.coll < 0 || r.coll >= GPUCOLL_COLL_COUNT || r.path < 0 || r.path >= GPUCOLL_PATH_COUNT ||
+        r.form < 0 || r.form >= GPUCOLL_FORM_COUNT)
         return;
     std::lock_guard<std::mutex> lock(g_mutex);
     g_counters.calls[r.coll][r.path]++;
+    g_counters.forms[r.form][r.path]++;
     g_counters.bytes_staged += r.bytes_staged;
     g_counters.bytes_peer += r.bytes_peer;
     g_counters.sync_rounds += r.sync_rounds;
     g_counters.bytes_inter += r.bytes_inter;
     g_counters.last_coll = r.coll;
     g_counters.last_path = r.path;
+    g_counters.last_form = r.form;
     g_counters.last_bytes_peer = r.bytes_peer;
     g_counters.last_sync_rounds = r.sync_rounds;
     g_counters.last_bytes_inter = r.bytes_inter;

@@ -15,6 +15,7 @@ struct CallRecord {
     uint64_t sync_rounds = 0;
     const char* algorithm = "";
     uint64_t bytes_inter = 0;
+    gpucoll_form_t form = GPUCOLL_FORM_BLOCKING;
 };
 
 void counters_record(const CallRecord& r);

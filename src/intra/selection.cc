@@ -109,8 +109,7 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
                                      const char** why) {
-    if (call.coll < 0 || call.coll >= GPUCOLL_COLL_COUNT ||
-        call.coll == GPUCOLL_COLL_REDUCE_LOCAL) {
+    if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;
     }

@@ -1,0 +1,545 @@
+/*
+ * coll_gpucoll_describe.c - which bytes of which buffer each collective
+ * reads and writes on this rank, as the staged path needs them: per buffer
+ * significant here, the span to stage (true extents, any displacements and
+ * datatypes), whether it is read (copied in) and the part written (copied
+ * back). Roots, MPI_IN_PLACE and intercommunicators (MPI_ROOT,
+ * MPI_PROC_NULL, the remote group's blocks) follow the standard.
+ *
+ * Each describe_<coll> fills a staging description and returns
+ * MCA_COLL_GPUCOLL_DESCRIBE_STAGE when a significant buffer of this rank is
+ * device memory, _HOST when none is (delegate untouched), or _ERROR (refuse:
+ * the MPI error code in c->error).
+ */
+#include <string.h>
+
+#include "coll_gpucoll.h"
+#include "ompi/mca/topo/base/base.h"
+
+/* ---------------------------------------------------------------------------
+ * Spans: the union of blocks [disp + span(count, dtype)]
+ * ------------------------------------------------------------------------- */
+
+typedef struct gpucoll_extent {
+    ptrdiff_t lo, hi;
+    bool any;
+    bool gaps; /* the blocks may leave bytes of [lo, hi) unwritten */
+} gpucoll_extent_t;
+
+static void extent_add(gpucoll_extent_t* e, ptrdiff_t disp, size_t count,
+                       const struct ompi_datatype_t* dtype) {
+    ptrdiff_t lo;
+    size_t bytes;
+    mca_coll_gpucoll_span(count, dtype, &lo, &bytes);
+    if (0 == bytes) return;
+    lo += disp;
+    ptrdiff_t hi = lo + (ptrdiff_t)bytes;
+    if (!e->any) {
+        *e = (gpucoll_extent_t){lo, hi, true, !mca_coll_gpucoll_fills_span(count, dtype)};
+        return;
+    }
+    e->gaps = true; /* several blocks: whether they tile the span is not worth proving */
+    if (lo < e->lo) e->lo = lo;
+    if (hi > e->hi) e->hi = hi;
+}
+
+static gpucoll_extent_t extent_block(size_t count, const struct ompi_datatype_t* dtype) {
+    gpucoll_extent_t e = {0};
+    extent_add(&e, 0, count, dtype);
+    return e;
+}
+
+static ptrdiff_t dtype_extent(const struct ompi_datatype_t* dtype) {
+    ptrdiff_t lb = 0, extent = 0;
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    return extent;
+}
+
+/* n blocks of counts[i] elements at displs[i] x extent (the v-collectives). */
+static gpucoll_extent_t extent_v(int n, const int* counts, const int* displs,
+                                 const struct ompi_datatype_t* dtype) {
+    gpucoll_extent_t e = {0};
+    const ptrdiff_t extent = dtype_extent(dtype);
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i] * extent, (size_t)counts[i], dtype);
+    }
+    return e;
+}
+
+/* alltoallw: displacements in bytes, a datatype per block. */
+static gpucoll_extent_t extent_w(int n, const int* counts, const int* displs,
+                                 struct ompi_datatype_t* const* dtypes) {
+    gpucoll_extent_t e = {0};
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
+    }
+    return e;
+}
+
+static gpucoll_extent_t extent_w_aint(int n, const int* counts, const MPI_Aint* displs,
+                                      struct ompi_datatype_t* const* dtypes) {
+    gpucoll_extent_t e = {0};
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
+    }
+    return e;
+}
+
+/* ---------------------------------------------------------------------------
+ * Buffers
+ * ------------------------------------------------------------------------- */
+
+/* Buffer i: user, staged over e; read: the collective reads it; written:
+ * the part it writes (NULL: nothing). A written span with gaps is copied in
+ * too, so that the copy back leaves the bytes between blocks as they were. */
+static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
+                    const gpucoll_extent_t* e, bool read, const gpucoll_extent_t* written) {
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
+    *s = (mca_coll_gpucoll_sbuf_t){.user = (char*)user, .host = (char*)user};
+    s->device = mca_coll_gpucoll_is_device(user);
+    if (!s->device) return false;
+    if (e->any) {
+        s->lo = e->lo;
+        s->bytes = (size_t)(e->hi - e->lo);
+    }
+    if (NULL != written && written->any) {
+        s->out_lo = written->lo;
+        s->out_bytes = (size_t)(written->hi - written->lo);
+    }
+    s->copy_in = read || (NULL != written && written->gaps) ||
+                 (NULL != written && (written->lo != e->lo || written->hi != e->hi));
+    return true;
+}
+
+static void begin(mca_coll_gpucoll_staging_t* c, gpucoll_coll_t coll) {
+    *c = (mca_coll_gpucoll_staging_t){.coll = coll};
+}
+
+/* A buffer that is not significant on this rank: host pointers pass
+ * through, a device pointer becomes NULL (the host module must never get
+ * one, even where it should not look). */
+static void pass(mca_coll_gpucoll_staging_t* c, int i, const void* user) {
+    if (mca_coll_gpucoll_is_device(user)) user = NULL;
+    c->buf[i] = (mca_coll_gpucoll_sbuf_t){.user = (char*)user, .host = (char*)user};
+}
+
+static int remote_or_local_size(struct ompi_communicator_t* comm) {
+    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+}
+
+static bool is_root(int root, struct ompi_communicator_t* comm) {
+    return OMPI_COMM_IS_INTER(comm) ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
+}
+
+static int refuse(mca_coll_gpucoll_staging_t* c, int error) {
+    c->error = error;
+    return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+}
+
+/* Neighborhood degrees; MCA_COLL_GPUCOLL_DESCRIBE_ERROR without a topology. */
+static int neighbors(mca_coll_gpucoll_staging_t* c, struct ompi_communicator_t* comm, int* indegree,
+                     int* outdegree) {
+    *indegree = *outdegree = 0;
+    if (OMPI_SUCCESS != mca_topo_base_neighbor_count(comm, indegree, outdegree))
+        return refuse(c, MPI_ERR_TOPOLOGY);
+    return 0;
+}
+
+static int refuse_inter(mca_coll_gpucoll_staging_t* c, struct ompi_communicator_t* comm) {
+    GPUCOLL_ERROR(
+        "%s on device buffers over intercommunicator %s is not supported by gpucoll "
+        "(Open MPI's coll/inter would read device memory on the CPU); merge the groups "
+        "(MPI_Intercomm_merge) or stage the buffers yourself",
+        gpucoll_coll_name(c->coll), comm->c_name);
+    return refuse(c, MPI_ERR_UNSUPPORTED_OPERATION);
+}
+
+#define DONE(c)                                                                         \
+    return ((c)->buf[0].device || (c)->buf[1].device) ? MCA_COLL_GPUCOLL_DESCRIBE_STAGE \
+                                                      : MCA_COLL_GPUCOLL_DESCRIBE_HOST
+
+/* ---------------------------------------------------------------------------
+ * The collectives of the accelerated path (their nonblocking and persistent
+ * forms are staged)
+ * ------------------------------------------------------------------------- */
+
+int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                        int count, struct ompi_datatype_t* dtype,
+                                        struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+    (void)op;
+    (void)comm;
+    begin(c, GPUCOLL_COLL_ALLREDUCE);
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    set_buf(c, 0, sbuf, &e, true, NULL);
+    set_buf(c, 1, rbuf, &e, MPI_IN_PLACE == sbuf, &e);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf, int count,
+                                    struct ompi_datatype_t* dtype, int root,
+                                    struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_BCAST);
+    const bool at_root = is_root(root, comm);
+    const bool receives = OMPI_COMM_IS_INTER(comm) ? root >= 0 : !at_root;
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    if (at_root || receives) {
+        set_buf(c, 0, buf, &e, at_root, receives ? &e : NULL);
+    } else {
+        pass(c, 0, buf);
+    }
+    pass(c, 1, NULL);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                        struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                        struct ompi_datatype_t* rdtype,
+                                        struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_ALLGATHER);
+    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const gpucoll_extent_t r =
+        extent_block((size_t)remote_or_local_size(comm) * (size_t)rcount, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                             void* rbuf, const int* rcounts,
+                                             struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                             struct ompi_communicator_t* comm) {
+    (void)op;
+    begin(c, GPUCOLL_COLL_REDUCE_SCATTER);
+    size_t total = 0;
+    for (int i = 0, n = ompi_comm_size(comm); i < n; ++i) total += (size_t)rcounts[i];
+    const size_t mine = (size_t)rcounts[ompi_comm_rank(comm)];
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const gpucoll_extent_t all = extent_block(total, dtype);
+    const gpucoll_extent_t out = extent_block(mine, dtype);
+    set_buf(c, 0, sbuf, &all, true, NULL);
+    set_buf(c, 1, rbuf, in_place ? &all : &out, in_place, &out);
+    if ((c->buf[0].device || c->buf[1].device) && OMPI_COMM_IS_INTER(comm))
+        return refuse_inter(c, comm);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                   void* rbuf, int rcount,
+                                                   struct ompi_datatype_t* dtype,
+                                                   struct ompi_op_t* op,
+                                                   struct ompi_communicator_t* comm) {
+    (void)op;
+    begin(c, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const gpucoll_extent_t all = extent_block((size_t)ompi_comm_size(comm) * (size_t)rcount, dtype);
+    const gpucoll_extent_t out = extent_block((size_t)rcount, dtype);
+    set_buf(c, 0, sbuf, &all, true, NULL);
+    set_buf(c, 1, rbuf, in_place ? &all : &out, in_place, &out);
+    if ((c->buf[0].device || c->buf[1].device) && OMPI_COMM_IS_INTER(comm))
+        return refuse_inter(c, comm);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                     int root, struct ompi_communicator_t* comm) {
+    (void)op;
+    begin(c, GPUCOLL_COLL_REDUCE);
+    const bool at_root = is_root(root, comm);
+    const bool sends = OMPI_COMM_IS_INTER(comm) ? root >= 0 : true;
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    if (sends) {
+        set_buf(c, 0, sbuf, &e, true, NULL);
+    } else {
+        pass(c, 0, sbuf);
+    }
+    if (at_root) {
+        set_buf(c, 1, rbuf, &e, MPI_IN_PLACE == sbuf, &e);
+    } else {
+        pass(c, 1, rbuf); /* not significant: never dereferenced */
+    }
+    DONE(c);
+}
+
+/* ---------------------------------------------------------------------------
+ * Collectives only the staged path serves
+ * ------------------------------------------------------------------------- */
+
+int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                         int scount, struct ompi_datatype_t* sdtype, void* rbuf,
+                                         const int* rcounts, const int* displs,
+                                         struct ompi_datatype_t* rdtype,
+                                         struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_ALLGATHERV);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const gpucoll_extent_t r = extent_v(remote_or_local_size(comm), rcounts, displs, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       struct ompi_datatype_t* rdtype,
+                                       struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_ALLTOALL);
+    const size_t n = (size_t)remote_or_local_size(comm);
+    const gpucoll_extent_t s = extent_block(n * (size_t)scount, sdtype);
+    const gpucoll_extent_t r = extent_block(n * (size_t)rcount, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        const int* scounts, const int* sdispls,
+                                        struct ompi_datatype_t* sdtype, void* rbuf,
+                                        const int* rcounts, const int* rdispls,
+                                        struct ompi_datatype_t* rdtype,
+                                        struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_ALLTOALLV);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    const int n = remote_or_local_size(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const gpucoll_extent_t r = extent_v(n, rcounts, rdispls, rdtype);
+    if (in_place) {
+        pass(c, 0, sbuf);
+    } else {
+        const gpucoll_extent_t s = extent_v(n, scounts, sdispls, sdtype);
+        set_buf(c, 0, sbuf, &s, true, NULL);
+    }
+    set_buf(c, 1, rbuf, &r, in_place, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        const int* scounts, const int* sdispls,
+                                        struct ompi_datatype_t* const* sdtypes, void* rbuf,
+                                        const int* rcounts, const int* rdispls,
+                                        struct ompi_datatype_t* const* rdtypes,
+                                        struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_ALLTOALLW);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    const int n = remote_or_local_size(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const gpucoll_extent_t r = extent_w(n, rcounts, rdispls, rdtypes);
+    if (in_place) {
+        pass(c, 0, sbuf);
+    } else {
+        const gpucoll_extent_t s = extent_w(n, scounts, sdispls, sdtypes);
+        set_buf(c, 0, sbuf, &s, true, NULL);
+    }
+    set_buf(c, 1, rbuf, &r, in_place, &r);
+    DONE(c);
+}
+
+/* gather(v): every rank but MPI_PROC_NULL sends (the root too, unless in
+ * place); the root receives n blocks. */
+static int describe_gather_common(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                  struct ompi_datatype_t* sdtype, void* rbuf,
+                                  const gpucoll_extent_t* r, int root,
+                                  struct ompi_communicator_t* comm) {
+    const bool at_root = is_root(root, comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const bool sends = OMPI_COMM_IS_INTER(comm) ? root >= 0 : !(at_root && in_place);
+    if (sends) {
+        const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+        set_buf(c, 0, sbuf, &s, true, NULL);
+    } else {
+        pass(c, 0, sbuf);
+    }
+    if (at_root) {
+        set_buf(c, 1, rbuf, r, in_place, r);
+    } else {
+        pass(c, 1, rbuf);
+    }
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                     struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                     struct ompi_datatype_t* rdtype, int root,
+                                     struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_GATHER);
+    gpucoll_extent_t r = {0};
+    if (is_root(root, comm))
+        r = extent_block((size_t)remote_or_local_size(comm) * (size_t)rcount, rdtype);
+    return describe_gather_common(c, sbuf, scount, sdtype, rbuf, &r, root, comm);
+}
+
+int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      const int* rcounts, const int* displs,
+                                      struct ompi_datatype_t* rdtype, int root,
+                                      struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_GATHERV);
+    gpucoll_extent_t r = {0};
+    if (is_root(root, comm) && mca_coll_gpucoll_is_device(rbuf))
+        r = extent_v(remote_or_local_size(comm), rcounts, displs, rdtype);
+    return describe_gather_common(c, sbuf, scount, sdtype, rbuf, &r, root, comm);
+}
+
+/* scatter(v): the root sends n blocks; every rank but MPI_PROC_NULL
+ * receives (the root too, unless in place). */
+static int describe_scatter_common(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                   const gpucoll_extent_t* s, void* rbuf, int rcount,
+                                   struct ompi_datatype_t* rdtype, int root,
+                                   struct ompi_communicator_t* comm) {
+    const bool at_root = is_root(root, comm);
+    const bool in_place = MPI_IN_PLACE == rbuf;
+    const bool receives = OMPI_COMM_IS_INTER(comm) ? root >= 0 : !(at_root && in_place);
+    if (at_root) {
+        set_buf(c, 0, sbuf, s, true, NULL);
+    } else {
+        pass(c, 0, sbuf);
+    }
+    if (receives) {
+        const gpucoll_extent_t r = extent_block((size_t)rcount, rdtype);
+        set_buf(c, 1, rbuf, &r, false, &r);
+    } else {
+        pass(c, 1, rbuf);
+    }
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      struct ompi_datatype_t* rdtype, int root,
+                                      struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_SCATTER);
+    gpucoll_extent_t s = {0};
+    if (is_root(root, comm))
+        s = extent_block((size_t)remote_or_local_size(comm) * (size_t)scount, sdtype);
+    return describe_scatter_common(c, sbuf, &s, rbuf, rcount, rdtype, root, comm);
+}
+
+int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                       const int* scounts, const int* displs,
+                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       struct ompi_datatype_t* rdtype, int root,
+                                       struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_SCATTERV);
+    gpucoll_extent_t s = {0};
+    if (is_root(root, comm) && mca_coll_gpucoll_is_device(sbuf))
+        s = extent_v(remote_or_local_size(comm), scounts, displs, sdtype);
+    return describe_scatter_common(c, sbuf, &s, rbuf, rcount, rdtype, root, comm);
+}
+
+int mca_coll_gpucoll_describe_scan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                   int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                   struct ompi_communicator_t* comm) {
+    (void)op;
+    (void)comm;
+    begin(c, GPUCOLL_COLL_SCAN);
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    set_buf(c, 0, sbuf, &e, true, NULL);
+    set_buf(c, 1, rbuf, &e, MPI_IN_PLACE == sbuf, &e);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
+                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                     struct ompi_communicator_t* comm) {
+    (void)op;
+    begin(c, GPUCOLL_COLL_EXSCAN);
+    /* Rank 0's receive buffer is undefined after exscan: left as it was. */
+    const bool first = 0 == ompi_comm_rank(comm);
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    set_buf(c, 0, sbuf, &e, true, NULL);
+    set_buf(c, 1, rbuf, &e, MPI_IN_PLACE == sbuf || first, first ? NULL : &e);
+    DONE(c);
+}
+
+/* Neighborhood collectives: indegree receive blocks, outdegree send blocks.
+ * A neighbor that is MPI_PROC_NULL (Cartesian borders) leaves its block as
+ * it was, so receive buffers are always copied in. */
+int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 int scount, struct ompi_datatype_t* sdtype,
+                                                 void* rbuf, int rcount,
+                                                 struct ompi_datatype_t* rdtype,
+                                                 struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHER);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    int in = 0, out = 0;
+    if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const gpucoll_extent_t r = extent_block((size_t)in * (size_t)rcount, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, true, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                  int scount, struct ompi_datatype_t* sdtype,
+                                                  void* rbuf, const int* rcounts, const int* displs,
+                                                  struct ompi_datatype_t* rdtype,
+                                                  struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHERV);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    int in = 0, out = 0;
+    if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const gpucoll_extent_t r = extent_v(in, rcounts, displs, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, true, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                int scount, struct ompi_datatype_t* sdtype,
+                                                void* rbuf, int rcount,
+                                                struct ompi_datatype_t* rdtype,
+                                                struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALL);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    int in = 0, out = 0;
+    if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+    const gpucoll_extent_t s = extent_block((size_t)out * (size_t)scount, sdtype);
+    const gpucoll_extent_t r = extent_block((size_t)in * (size_t)rcount, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, true, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 const int* scounts, const int* sdispls,
+                                                 struct ompi_datatype_t* sdtype, void* rbuf,
+                                                 const int* rcounts, const int* rdispls,
+                                                 struct ompi_datatype_t* rdtype,
+                                                 struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLV);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    int in = 0, out = 0;
+    if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+    const gpucoll_extent_t s = extent_v(out, scounts, sdispls, sdtype);
+    const gpucoll_extent_t r = extent_v(in, rcounts, rdispls, rdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, true, &r);
+    DONE(c);
+}
+
+int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                                 const int* scounts, const MPI_Aint* sdispls,
+                                                 struct ompi_datatype_t* const* sdtypes, void* rbuf,
+                                                 const int* rcounts, const MPI_Aint* rdispls,
+                                                 struct ompi_datatype_t* const* rdtypes,
+                                                 struct ompi_communicator_t* comm) {
+    begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW);
+    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
+        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    int in = 0, out = 0;
+    if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
+    const gpucoll_extent_t s = extent_w_aint(out, scounts, sdispls, sdtypes);
+    const gpucoll_extent_t r = extent_w_aint(in, rcounts, rdispls, rdtypes);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+    set_buf(c, 1, rbuf, &r, true, &r);
+    DONE(c);
+}

@@ -1,12 +1,15 @@
 /*
  * coll_gpucoll.h - the Open MPI collectives component coll/gpucoll.
  *
- * The component intercepts allreduce, bcast, allgather, reduce_scatter,
- * reduce_scatter_block, reduce and reduce_local. Per call it classifies the
- * buffers that are significant for this rank:
+ * The component intercepts every collective with buffers, in every form.
+ * Per call it classifies the buffers that are significant for this rank:
  *  - none is device memory  -> the saved (lower-priority) host function, untouched;
- *  - some are device memory -> staged through host memory (coll_gpucoll_staged.c),
- *    or, for reduce_local on two device buffers, reduced on the device.
+ *  - some are device memory -> blocking allreduce, bcast, allgather,
+ *    reduce_scatter(_block) and reduce: the accelerated path
+ *    (coll_gpucoll_accel.c, agreed between ranks) or staged
+ *    (coll_gpucoll_staged.c); reduce_local on two device buffers: a device
+ *    kernel; everything else (every other collective, every nonblocking and
+ *    persistent form): staged (coll_gpucoll_forms.c, coll_gpucoll_request.c).
  *
  * This is the only part of gpucoll that includes Open MPI's internal headers;
  * it talks to the core only through gpucoll.h.
@@ -208,13 +211,16 @@ typedef struct mca_coll_gpucoll_sbuf {
     bool device;      /* staged at all */
     bool copy_in;     /* read by the collective, or written with gaps: copied in */
     bool pinned;      /* heap is pinned host memory (gpucoll_malloc_host) */
+    bool pooled;      /* heap comes from (and goes back to) the nonblocking pool */
     void* heap;       /* allocation owned by this call, or NULL */
+    size_t cap;       /* pooled: the capacity of heap */
 } mca_coll_gpucoll_sbuf_t;
 
 typedef struct mca_coll_gpucoll_staging {
     gpucoll_coll_t coll;
     bool own_slots;  /* this call holds the library's pinned staging slots */
     bool persistent; /* allocations live as long as a persistent request */
+    bool pooled;     /* nonblocking: host copies from the pool of pinned buffers */
     /* A device buffer of this rank does not fit its allocation: the rank
      * still takes part in the host collective (on zeros, so that no peer
      * hangs) but writes nothing and returns MPI_ERR_BUFFER. */
@@ -246,6 +252,8 @@ int mca_coll_gpucoll_staging_copy_in(mca_coll_gpucoll_staging_t* c);
 int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c);
 void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form_t form);
 void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c);
+/* Frees the pinned buffers nonblocking calls keep for reuse (component close). */
+void mca_coll_gpucoll_staging_pool_release(void);
 
 static inline bool mca_coll_gpucoll_is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);

@@ -131,6 +131,7 @@ int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
     OBJ_RETAIN(comm);
     r->staging = *staging;
     r->staging.persistent = persistent;
+    r->staging.pooled = !persistent;
     int rc = mca_coll_gpucoll_staging_alloc(&r->staging, false);
     if (OMPI_SUCCESS == rc && !persistent) {
         rc = mca_coll_gpucoll_staging_copy_in(&r->staging);

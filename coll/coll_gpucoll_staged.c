@@ -61,9 +61,101 @@ static void gpucoll_call_begin(mca_coll_gpucoll_staging_t* c, gpucoll_coll_t col
     c->own_slots = !atomic_flag_test_and_set_explicit(&gpucoll_slots_busy, memory_order_acquire);
 }
 
+/* ---------------------------------------------------------------------------
+ * Host copies of nonblocking calls: a small pool of pinned buffers, reused
+ * call after call (a fresh allocation of megabytes per call costs page
+ * faults on every call). At most GPUCOLL_POOL_ENTRIES buffers and
+ * GPUCOLL_POOL_MAX_BYTES are kept; what does not fit is freed.
+ * ------------------------------------------------------------------------- */
+
+enum { GPUCOLL_POOL_ENTRIES = 8 };
+#define GPUCOLL_POOL_MAX_BYTES ((size_t)256 << 20)
+
+static struct {
+    void* ptr;
+    size_t cap;
+    bool pinned;
+} gpucoll_pool[GPUCOLL_POOL_ENTRIES];
+static size_t gpucoll_pool_bytes;
+static atomic_flag gpucoll_pool_lock = ATOMIC_FLAG_INIT;
+
+static void pool_lock(void) {
+    while (atomic_flag_test_and_set_explicit(&gpucoll_pool_lock, memory_order_acquire)) {
+    }
+}
+static void pool_unlock(void) {
+    atomic_flag_clear_explicit(&gpucoll_pool_lock, memory_order_release);
+}
+
+static void pool_free_one(void* p, bool pinned) {
+    if (pinned) {
+        gpucoll_free_host(p);
+    } else {
+        free(p);
+    }
+}
+
+/* The smallest pooled buffer of at least bytes, or a new one (pinned if the
+ * backend can, rounded up to a power of two so that sizes that grow reuse). */
+static void* pool_get(size_t bytes, size_t* cap, bool* pinned) {
+    pool_lock();
+    int best = -1;
+    for (int k = 0; k < GPUCOLL_POOL_ENTRIES; ++k) {
+        if (NULL != gpucoll_pool[k].ptr && gpucoll_pool[k].cap >= bytes &&
+            (best < 0 || gpucoll_pool[k].cap < gpucoll_pool[best].cap))
+            best = k;
+    }
+    void* p = NULL;
+    if (best >= 0) {
+        p = gpucoll_pool[best].ptr;
+        *cap = gpucoll_pool[best].cap;
+        *pinned = gpucoll_pool[best].pinned;
+        gpucoll_pool_bytes -= *cap;
+        gpucoll_pool[best].ptr = NULL;
+    }
+    pool_unlock();
+    if (NULL != p) return p;
+    size_t want = 64 << 10;
+    while (want < bytes && want < ((size_t)1 << 62)) want <<= 1;
+    *cap = want;
+    *pinned = GPUCOLL_SUCCESS == gpucoll_malloc_host(&p, want);
+    if (!*pinned) p = malloc(want);
+    return p;
+}
+
+static void pool_put(void* p, size_t cap, bool pinned) {
+    if (NULL == p) return;
+    pool_lock();
+    for (int k = 0; k < GPUCOLL_POOL_ENTRIES; ++k) {
+        if (NULL == gpucoll_pool[k].ptr && gpucoll_pool_bytes + cap <= GPUCOLL_POOL_MAX_BYTES) {
+            gpucoll_pool[k].ptr = p;
+            gpucoll_pool[k].cap = cap;
+            gpucoll_pool[k].pinned = pinned;
+            gpucoll_pool_bytes += cap;
+            p = NULL;
+            break;
+        }
+    }
+    pool_unlock();
+    if (NULL != p) pool_free_one(p, pinned);
+}
+
+void mca_coll_gpucoll_staging_pool_release(void) {
+    pool_lock();
+    for (int k = 0; k < GPUCOLL_POOL_ENTRIES; ++k) {
+        if (NULL != gpucoll_pool[k].ptr) pool_free_one(gpucoll_pool[k].ptr, gpucoll_pool[k].pinned);
+        gpucoll_pool[k].ptr = NULL;
+    }
+    gpucoll_pool_bytes = 0;
+    pool_unlock();
+}
+
 void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
-        if (c->buf[i].pinned) {
+        if (c->buf[i].pooled) {
+            pool_put(c->buf[i].heap, c->buf[i].cap, c->buf[i].pinned);
+            c->buf[i].pooled = false;
+        } else if (c->buf[i].pinned) {
             gpucoll_free_host(c->buf[i].heap);
         } else {
             free(c->buf[i].heap);
@@ -103,6 +195,13 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
         s->pinned = true;
         p = s->heap;
+    } else if (c->pooled) {
+        p = s->heap = pool_get(s->bytes, &s->cap, &s->pinned);
+        s->pooled = NULL != p;
+        if (NULL == p) {
+            GPUCOLL_ERROR("out of host memory staging %zu bytes", s->bytes);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
     } else if (!c->own_slots || GPUCOLL_SUCCESS != gpucoll_staging_buffer(i, s->bytes, &p)) {
         if (c->own_slots) {
             GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,

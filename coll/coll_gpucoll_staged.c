@@ -123,21 +123,43 @@ static void* pool_get(size_t bytes, size_t* cap, bool* pinned) {
     return p;
 }
 
+/* Keeps p for reuse. When the pool is full, smaller buffers make room for a
+ * larger one (sizes grow in a benchmark or a solver's first steps; the
+ * largest are the ones that cost to allocate). */
 static void pool_put(void* p, size_t cap, bool pinned) {
     if (NULL == p) return;
+    void* evicted[GPUCOLL_POOL_ENTRIES];
+    bool evicted_pinned[GPUCOLL_POOL_ENTRIES];
+    int nevicted = 0;
     pool_lock();
-    for (int k = 0; k < GPUCOLL_POOL_ENTRIES; ++k) {
-        if (NULL == gpucoll_pool[k].ptr && gpucoll_pool_bytes + cap <= GPUCOLL_POOL_MAX_BYTES) {
-            gpucoll_pool[k].ptr = p;
-            gpucoll_pool[k].cap = cap;
-            gpucoll_pool[k].pinned = pinned;
+    while (NULL != p) {
+        int slot = -1, smallest = -1;
+        for (int k = 0; k < GPUCOLL_POOL_ENTRIES; ++k) {
+            if (NULL == gpucoll_pool[k].ptr) {
+                if (slot < 0) slot = k;
+            } else if (smallest < 0 || gpucoll_pool[k].cap < gpucoll_pool[smallest].cap) {
+                smallest = k;
+            }
+        }
+        if (slot >= 0 && gpucoll_pool_bytes + cap <= GPUCOLL_POOL_MAX_BYTES) {
+            gpucoll_pool[slot].ptr = p;
+            gpucoll_pool[slot].cap = cap;
+            gpucoll_pool[slot].pinned = pinned;
             gpucoll_pool_bytes += cap;
             p = NULL;
-            break;
+        } else if (smallest >= 0 && gpucoll_pool[smallest].cap < cap &&
+                   cap <= GPUCOLL_POOL_MAX_BYTES) {
+            evicted[nevicted] = gpucoll_pool[smallest].ptr;
+            evicted_pinned[nevicted++] = gpucoll_pool[smallest].pinned;
+            gpucoll_pool_bytes -= gpucoll_pool[smallest].cap;
+            gpucoll_pool[smallest].ptr = NULL;
+        } else {
+            break; /* larger than what the pool keeps: freed below */
         }
     }
     pool_unlock();
     if (NULL != p) pool_free_one(p, pinned);
+    for (int k = 0; k < nevicted; ++k) pool_free_one(evicted[k], evicted_pinned[k]);
 }
 
 void mca_coll_gpucoll_staging_pool_release(void) {

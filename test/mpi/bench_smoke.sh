@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench_smoke.sh - perf/gpucoll_bench runs and validates every collective:
 # emu device buffers through gpucoll (out of place, in place with another type
-# and op, three ranks), and host buffers with the component off. Run by `make check`
+# and op, three ranks, nonblocking and persistent forms), and host buffers with
+# the component off. Run by `make check`
 # (GPUCOLL_BUILDDIR and MPIRUN come from the Makefile); exit 77 skips.
 B=${GPUCOLL_BUILDDIR:-$(pwd)}
 MPIRUN=${MPIRUN:-mpirun}
@@ -72,6 +73,9 @@ fi
 run "emu in-place int32 max" 2 --mca coll_gpucoll_device emu -- -d emu --in-place -t int32 -o max -r 1
 # three ranks: uneven reduce_scatter counts, blocks that do not divide sizes
 run "emu np 3" 3 --mca coll_gpucoll_device emu -- -d emu -t double -r 2
+# nonblocking and persistent forms (staged), validated
+run "emu nonblocking" 2 --mca coll_gpucoll_device emu -- -d emu -f nonblocking
+run "emu persistent np 3" 3 --mca coll_gpucoll_device emu -- -d emu -f persistent --in-place
 # host buffers, component off: plain Open MPI; every row must say "off"
 if run "host, component off" 2 --mca coll ^gpucoll -- -d host; then
     if grep '^ ' "$out" | awk '$9 != "off" { bad = 1 } END { exit !bad }'; then

@@ -131,6 +131,59 @@ int main(int argc, char** argv) {
     const int rwant = group == 0 && lrank == 0 ? remote_sum : untouched;
     check_ints(red, N, constant, &rwant, "reduce");
 
+    /* gather: group B's blocks to A's rank 0 (in B's rank order) */
+    int* ga = device_ints(N * rsize, untouched);
+    uint64_t gstaged = calls(GPUCOLL_COLL_GATHER, GPUCOLL_PATH_STAGED);
+    rc = MPI_Gather(s, N, MPI_INT, ga, N, MPI_INT, rroot, inter);
+    CHECK(rc == MPI_SUCCESS, "gather: rc %d", rc);
+    if (group == 0 && lrank == 0) {
+        check_ints(ga, N * rsize, block_of, NULL, "gather at MPI_ROOT");
+    } else {
+        check_ints(ga, N * rsize, constant, &untouched, "gather: untouched receive buffer");
+    }
+    /* MPI_PROC_NULL ranks pass no significant buffer: delegated, not staged */
+    const uint64_t gwant = group == 0 && lrank != 0 ? 0 : 1;
+    CHECK(calls(GPUCOLL_COLL_GATHER, GPUCOLL_PATH_STAGED) == gstaged + gwant,
+          "gather on device buffers: staged %llu times, expected %llu",
+          (unsigned long long)(calls(GPUCOLL_COLL_GATHER, GPUCOLL_PATH_STAGED) - gstaged),
+          (unsigned long long)gwant);
+
+    /* scatter: A's rank 0 sends block r (1000 + r) to B's rank r */
+    int* sc = device_ints(N * rsize, 0);
+    if (group == 0 && lrank == 0) {
+        int* h = malloc(sizeof(int) * (size_t)(N * rsize));
+        for (int i = 0; i < N * rsize; i++) h[i] = 1000 + i / N;
+        gpucoll_memcpy(sc, h, sizeof(int) * (size_t)(N * rsize));
+        free(h);
+    }
+    int* sr = device_ints(N, untouched);
+    rc = MPI_Scatter(sc, N, MPI_INT, sr, N, MPI_INT, rroot, inter);
+    CHECK(rc == MPI_SUCCESS, "scatter: rc %d", rc);
+    const int swant = group == 1 ? mine : untouched;
+    check_ints(sr, N, constant, &swant, "scatter");
+
+    /* alltoall: from every remote rank r, a block of 1000 + r */
+    int* as = device_ints(N * rsize, mine);
+    int* ar = device_ints(N * rsize, -1);
+    rc = MPI_Alltoall(as, N, MPI_INT, ar, N, MPI_INT, inter);
+    CHECK(rc == MPI_SUCCESS, "alltoall: rc %d", rc);
+    check_ints(ar, N * rsize, block_of, NULL, "alltoall");
+
+    /* nonblocking allreduce over the intercommunicator */
+    int* ir = device_ints(N, -1);
+    MPI_Request req;
+    rc = MPI_Iallreduce(s, ir, N, MPI_INT, MPI_SUM, inter, &req);
+    CHECK(rc == MPI_SUCCESS, "iallreduce: rc %d", rc);
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS, "iallreduce wait: rc %d", rc);
+    check_ints(ir, N, constant, &remote_sum, "iallreduce");
+    gpucoll_free_device(ir);
+    gpucoll_free_device(ar);
+    gpucoll_free_device(as);
+    gpucoll_free_device(sr);
+    gpucoll_free_device(sc);
+    gpucoll_free_device(ga);
+
     /* reduce_scatter_block on device buffers: refused everywhere */
     int* big = device_ints(N * (lsize > rsize ? lsize : rsize), mine);
     rc = MPI_Reduce_scatter_block(big, r, N, MPI_INT, MPI_SUM, inter);

@@ -383,11 +383,30 @@ typedef struct mca_coll_gpucoll_nbc_request {
 } mca_coll_gpucoll_nbc_request_t;
 OMPI_DECLSPEC extern opal_class_t ompi_coll_base_nbc_request_t_class;
 
+/* The arguments of a nonblocking call on the accelerated path, kept for the
+ * saved module in case the call is declined (buffers: in the staging). */
+typedef struct mca_coll_gpucoll_args {
+    int count; /* allgather: rcount; reduce_scatter_block: rcount */
+    int scount;
+    struct ompi_datatype_t* dtype; /* allgather: rdtype */
+    struct ompi_datatype_t* sdtype;
+    struct ompi_op_t* op;
+    int root;
+    const int* rcounts; /* reduce_scatter: the application's (valid until completion) */
+    size_t* counts;     /* reduce_scatter: in elements for the core (freed at start) */
+} mca_coll_gpucoll_args_t;
+
 typedef struct mca_coll_gpucoll_request_t {
     mca_coll_gpucoll_nbc_request_t super; /* what Open MPI's bindings expect */
     ompi_request_t* inner;                /* the saved module's request on host copies */
     struct ompi_communicator_t* comm;     /* retained while the request lives */
     mca_coll_gpucoll_staging_t staging;
+    /* accelerated nonblocking calls (coll_gpucoll_nonblocking.c) */
+    gpucoll_pending_t* pending; /* the core's call while it has not ended */
+    int32_t nbc_tag;            /* libnbc's tag, reserved for a declined call */
+    struct mca_coll_gpucoll_module_t* module;
+    mca_coll_gpucoll_args_t args;
+    struct mca_coll_gpucoll_request_t* next; /* in the list of calls in flight */
 } mca_coll_gpucoll_request_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpucoll_request_t);
@@ -403,6 +422,83 @@ int mca_coll_gpucoll_request_launch(mca_coll_gpucoll_request_t* r, int rc, ompi_
                                     ompi_request_t** request);
 /* Releases a request that never got launched. */
 void mca_coll_gpucoll_request_discard(mca_coll_gpucoll_request_t* r);
+/* A nonblocking request whose staging is described but not allocated (the
+ * accelerated path; staged only if the call is declined). */
+int mca_coll_gpucoll_request_new_deferred(struct ompi_communicator_t* comm,
+                                          const mca_coll_gpucoll_staging_t* staging,
+                                          mca_coll_gpucoll_request_t** out);
+/* r completes after inner (the saved module's request on r's host copies). */
+void mca_coll_gpucoll_request_attach(mca_coll_gpucoll_request_t* r, ompi_request_t* inner);
+/* Completes r with rc (results already in place). */
+void mca_coll_gpucoll_request_complete(mca_coll_gpucoll_request_t* r, int rc);
+
+/* ---------------------------------------------------------------------------
+ * Nonblocking calls on the accelerated path (coll_gpucoll_nonblocking.c)
+ * ------------------------------------------------------------------------- */
+
+/* The core when nonblocking calls on comm go through it (one node), or NULL. */
+gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(struct mca_coll_gpucoll_module_t* m,
+                                                  struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_nonblocking_decline(struct mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core);
+int mca_coll_gpucoll_nonblocking_start(struct mca_coll_gpucoll_module_t* m,
+                                       struct ompi_communicator_t* comm, gpucoll_comm_t* core,
+                                       const gpucoll_call_t* call,
+                                       const mca_coll_gpucoll_staging_t* staging,
+                                       const mca_coll_gpucoll_args_t* args,
+                                       ompi_request_t** request);
+void mca_coll_gpucoll_nonblocking_fini(void);
+extern bool mca_coll_gpucoll_in_progress_callback;
+/* The core of m's communicator, created at the first call (coll_gpucoll_accel.c). */
+gpucoll_comm_t* mca_coll_gpucoll_core_of(struct mca_coll_gpucoll_module_t* m,
+                                         struct ompi_communicator_t* comm);
+/* i<name> of the accelerated collectives: accelerated where the communicator
+ * allows it, else staged. */
+int mca_coll_gpucoll_accel_iallreduce(const void* sbuf, void* rbuf, int count,
+                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                      struct ompi_communicator_t* comm, ompi_request_t** request,
+                                      mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_iallreduce(const void* sbuf, void* rbuf, int count,
+                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                       struct ompi_communicator_t* comm, ompi_request_t** request,
+                                       mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                                  struct ompi_communicator_t* comm, ompi_request_t** request,
+                                  mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                                   struct ompi_communicator_t* comm, ompi_request_t** request,
+                                   mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_iallgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
+                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+                                      struct ompi_communicator_t* comm, ompi_request_t** request,
+                                      mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_iallgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
+                                       void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+                                       struct ompi_communicator_t* comm, ompi_request_t** request,
+                                       mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm,
+                                           ompi_request_t** request,
+                                           mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                            struct ompi_communicator_t* comm,
+                                            ompi_request_t** request,
+                                            mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_ireduce_scatter_block(
+    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+    struct ompi_communicator_t* comm, ompi_request_t** request, mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_ireduce_scatter_block(
+    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+    struct ompi_communicator_t* comm, ompi_request_t** request, mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_ireduce(const void* sbuf, void* rbuf, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
+                                   struct ompi_communicator_t* comm, ompi_request_t** request,
+                                   mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_ireduce(const void* sbuf, void* rbuf, int count,
+                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
+                                    struct ompi_communicator_t* comm, ompi_request_t** request,
+                                    mca_coll_base_module_t* module);
 
 /* ---------------------------------------------------------------------------
  * Staging through host memory (coll_gpucoll_staged.c). Each function gets

@@ -52,7 +52,11 @@ static void gpucoll_core_log(int level, const char* message) {
 
 /* While the core waits for peers, Open MPI's own communication must go on: a
  * peer may be blocked in a send that needs this process's progress. */
-static void gpucoll_core_progress(void) { opal_progress(); }
+static void gpucoll_core_progress(void) {
+    /* From inside our own progress function (a nonblocking call running):
+     * Open MPI's progress is not re-entrant. */
+    if (!mca_coll_gpucoll_in_progress_callback) opal_progress();
+}
 
 /* MPI 4.1 info key: a list of memory kinds ("system", "mpi", "cuda:device",
  * ...) the application promises to restrict itself to on this communicator.
@@ -138,6 +142,11 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
                     m->uniform_memory ? ", uniform memory asserted" : "");
     return m->core;
+}
+
+gpucoll_comm_t* mca_coll_gpucoll_core_of(mca_coll_gpucoll_module_t* m,
+                                         struct ompi_communicator_t* comm) {
+    return gpucoll_core(m, comm);
 }
 
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {

@@ -264,6 +264,7 @@ static int gpucoll_open(void) {
 static int gpucoll_close(void) {
     if (mca_coll_gpucoll_component.backend_ready) {
         gpucoll_staging_release();
+        mca_coll_gpucoll_nonblocking_fini();
         mca_coll_gpucoll_staging_pool_release();
         gpucoll_finalize(); /* the inter-node transport, before Open MPI's network goes */
     }

@@ -58,10 +58,10 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
         return rc;                                                                          \
     }
 
-/* Nonblocking (i<name>) and persistent (<name>_init) forms. */
-#define GPUCOLL_DEFINE_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)                               \
-    static int coll_gpucoll_i##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,        \
-                                    ompi_request_t** request, mca_coll_base_module_t* module) {   \
+/* Nonblocking form i<name>, staged (FNAME: the function's name). */
+#define GPUCOLL_DEFINE_I(FNAME, name, id, DECL, ARGS, HOST_ARGS)                                  \
+    int FNAME(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, ompi_request_t** request,    \
+              mca_coll_base_module_t* module) {                                                   \
         mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                        \
         if (mca_coll_gpucoll_in_host(m))                                                          \
             return m->prev_i##name(GPUCOLL_UNPACK ARGS, comm, request, m->prev_i##name##_module); \
@@ -84,36 +84,48 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
         rc = m->prev_i##name(GPUCOLL_UNPACK HOST_ARGS, comm, &inner, m->prev_i##name##_module);   \
         mca_coll_gpucoll_leave_host(m);                                                           \
         return mca_coll_gpucoll_request_launch(r, rc, inner, request);                            \
-    }                                                                                             \
-    static int coll_gpucoll_##name##_init(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,  \
-                                          struct ompi_info_t* info, ompi_request_t** request,     \
-                                          mca_coll_base_module_t* module) {                       \
-        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                        \
-        if (mca_coll_gpucoll_in_host(m))                                                          \
-            return m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,                \
-                                         m->prev_##name##_init_module);                           \
-        mca_coll_gpucoll_staging_t stage, *st = &stage;                                           \
-        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                 \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                              \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                               \
-            gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                                \
-            mca_coll_gpucoll_enter_host(m);                                                       \
-            rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,                  \
-                                       m->prev_##name##_init_module);                             \
-            mca_coll_gpucoll_leave_host(m);                                                       \
-            return rc;                                                                            \
-        }                                                                                         \
-        mca_coll_gpucoll_request_t* r = NULL;                                                     \
-        rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                    \
-        if (OMPI_SUCCESS != rc) return rc;                                                        \
-        st = &r->staging;                                                                         \
-        ompi_request_t* inner = NULL;                                                             \
-        mca_coll_gpucoll_enter_host(m);                                                           \
-        rc = m->prev_##name##_init(GPUCOLL_UNPACK HOST_ARGS, comm, info, &inner,                  \
-                                   m->prev_##name##_init_module);                                 \
-        mca_coll_gpucoll_leave_host(m);                                                           \
-        return mca_coll_gpucoll_request_launch(r, rc, inner, request);                            \
     }
+
+/* Persistent form <name>_init, staged. */
+#define GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)                                     \
+    static int coll_gpucoll_##name##_init(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, \
+                                          struct ompi_info_t* info, ompi_request_t** request,    \
+                                          mca_coll_base_module_t* module) {                      \
+        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                       \
+        if (mca_coll_gpucoll_in_host(m))                                                         \
+            return m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,               \
+                                         m->prev_##name##_init_module);                          \
+        mca_coll_gpucoll_staging_t stage, *st = &stage;                                          \
+        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                             \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                              \
+            gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                               \
+            mca_coll_gpucoll_enter_host(m);                                                      \
+            rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,                 \
+                                       m->prev_##name##_init_module);                            \
+            mca_coll_gpucoll_leave_host(m);                                                      \
+            return rc;                                                                           \
+        }                                                                                        \
+        mca_coll_gpucoll_request_t* r = NULL;                                                    \
+        rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                   \
+        if (OMPI_SUCCESS != rc) return rc;                                                       \
+        st = &r->staging;                                                                        \
+        ompi_request_t* inner = NULL;                                                            \
+        mca_coll_gpucoll_enter_host(m);                                                          \
+        rc = m->prev_##name##_init(GPUCOLL_UNPACK HOST_ARGS, comm, info, &inner,                 \
+                                   m->prev_##name##_init_module);                                \
+        mca_coll_gpucoll_leave_host(m);                                                          \
+        return mca_coll_gpucoll_request_launch(r, rc, inner, request);                           \
+    }
+
+#define GPUCOLL_DEFINE_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)                \
+    static GPUCOLL_DEFINE_I(coll_gpucoll_i##name, name, id, DECL, ARGS, HOST_ARGS) \
+        GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)
+/* The collectives with an accelerated path: the staged i<name> is called by
+ * mca_coll_gpucoll_accel_i<name> (coll_gpucoll_nonblocking.c). */
+#define GPUCOLL_DEFINE_STAGED_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)             \
+    GPUCOLL_DEFINE_I(mca_coll_gpucoll_staged_i##name, name, id, DECL, ARGS, HOST_ARGS) \
+    GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)
 
 #define GPUCOLL_DEFINE_ALL_FORMS(name, id, DECL, ARGS, HOST_ARGS) \
     GPUCOLL_DEFINE_BLOCKING(name, id, DECL, ARGS, HOST_ARGS)      \
@@ -143,25 +155,26 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
  * blocking forms are in coll_gpucoll_module.c)
  * ------------------------------------------------------------------------- */
 
-GPUCOLL_DEFINE_NONBLOCKING(allreduce, GPUCOLL_COLL_ALLREDUCE, GPUCOLL_DECL_REDUCE_ALL,
-                           (sbuf, rbuf, count, dtype, op), (S0, S1, count, dtype, op))
-GPUCOLL_DEFINE_NONBLOCKING(bcast, GPUCOLL_COLL_BCAST,
-                           (void* buf, int count, struct ompi_datatype_t* dtype, int root),
-                           (buf, count, dtype, root), (S0, count, dtype, root))
-GPUCOLL_DEFINE_NONBLOCKING(allgather, GPUCOLL_COLL_ALLGATHER, GPUCOLL_DECL_GATHER_ALL,
-                           GPUCOLL_ARGS_GATHER_ALL, GPUCOLL_HOST_GATHER_ALL)
-GPUCOLL_DEFINE_NONBLOCKING(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER,
-                           (const void* sbuf, void* rbuf, const int* rcounts,
-                            struct ompi_datatype_t* dtype, struct ompi_op_t* op),
-                           (sbuf, rbuf, rcounts, dtype, op), (S0, S1, rcounts, dtype, op))
-GPUCOLL_DEFINE_NONBLOCKING(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
-                           (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
-                            struct ompi_op_t* op),
-                           (sbuf, rbuf, rcount, dtype, op), (S0, S1, rcount, dtype, op))
-GPUCOLL_DEFINE_NONBLOCKING(reduce, GPUCOLL_COLL_REDUCE,
-                           (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                            struct ompi_op_t* op, int root),
-                           (sbuf, rbuf, count, dtype, op, root), (S0, S1, count, dtype, op, root))
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(allreduce, GPUCOLL_COLL_ALLREDUCE, GPUCOLL_DECL_REDUCE_ALL,
+                                  (sbuf, rbuf, count, dtype, op), (S0, S1, count, dtype, op))
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(bcast, GPUCOLL_COLL_BCAST,
+                                  (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+                                  (buf, count, dtype, root), (S0, count, dtype, root))
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(allgather, GPUCOLL_COLL_ALLGATHER, GPUCOLL_DECL_GATHER_ALL,
+                                  GPUCOLL_ARGS_GATHER_ALL, GPUCOLL_HOST_GATHER_ALL)
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER,
+                                  (const void* sbuf, void* rbuf, const int* rcounts,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op),
+                                  (sbuf, rbuf, rcounts, dtype, op), (S0, S1, rcounts, dtype, op))
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                                  (const void* sbuf, void* rbuf, int rcount,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op),
+                                  (sbuf, rbuf, rcount, dtype, op), (S0, S1, rcount, dtype, op))
+GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce, GPUCOLL_COLL_REDUCE,
+                                  (const void* sbuf, void* rbuf, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root),
+                                  (sbuf, rbuf, count, dtype, op, root),
+                                  (S0, S1, count, dtype, op, root))
 
 /* ---------------------------------------------------------------------------
  * Collectives only the staged path serves
@@ -228,11 +241,14 @@ GPUCOLL_DEFINE_ALL_FORMS(neighbor_alltoallw, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW,
 #define GPUCOLL_INSTALL_FORMS(name, type, id)     \
     m->super.coll_i##name = coll_gpucoll_i##name; \
     m->super.coll_##name##_init = coll_gpucoll_##name##_init;
+#define GPUCOLL_INSTALL_ACCEL_FORMS(name, type, id)         \
+    m->super.coll_i##name = mca_coll_gpucoll_accel_i##name; \
+    m->super.coll_##name##_init = coll_gpucoll_##name##_init;
 #define GPUCOLL_INSTALL_ALL(name, type, id)     \
     m->super.coll_##name = coll_gpucoll_##name; \
     GPUCOLL_INSTALL_FORMS(name, type, id)
 
 void mca_coll_gpucoll_install_forms(mca_coll_gpucoll_module_t* m) {
-    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_INSTALL_FORMS)
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_INSTALL_ACCEL_FORMS)
     MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_INSTALL_ALL)
 }

@@ -25,6 +25,11 @@ static void gpucoll_request_construct(mca_coll_gpucoll_request_t* r) {
     r->inner = NULL;
     r->comm = NULL;
     memset(&r->staging, 0, sizeof r->staging);
+    r->pending = NULL;
+    r->nbc_tag = 0;
+    r->module = NULL;
+    memset(&r->args, 0, sizeof r->args);
+    r->next = NULL;
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpucoll_request_t, ompi_coll_base_nbc_request_t,
@@ -54,6 +59,8 @@ static int gpucoll_inner_complete(ompi_request_t* inner) {
 }
 
 static void gpucoll_request_release(mca_coll_gpucoll_request_t* r) {
+    if (NULL != r->pending) gpucoll_pending_free(r->pending);
+    r->pending = NULL;
     if (NULL != r->inner) ompi_request_free(&r->inner);
     r->inner = NULL;
     mca_coll_gpucoll_staging_free(&r->staging);
@@ -144,6 +151,43 @@ int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
     }
     *out = r;
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpucoll_request_new_deferred(struct ompi_communicator_t* comm,
+                                          const mca_coll_gpucoll_staging_t* staging,
+                                          mca_coll_gpucoll_request_t** out) {
+    mca_coll_gpucoll_request_t* r = OBJ_NEW(mca_coll_gpucoll_request_t);
+    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
+    ompi_request_t* req = &r->super.super;
+    OMPI_REQUEST_INIT(req, false);
+    req->req_type = OMPI_REQUEST_COLL;
+    req->req_state = OMPI_REQUEST_ACTIVE;
+    req->req_mpi_object.comm = comm;
+    req->req_free = gpucoll_request_free;
+    req->req_cancel = gpucoll_request_cancel;
+    r->comm = comm;
+    OBJ_RETAIN(comm);
+    r->staging = *staging;
+    r->staging.pooled = true;
+    *out = r;
+    return OMPI_SUCCESS;
+}
+
+void mca_coll_gpucoll_request_attach(mca_coll_gpucoll_request_t* r, ompi_request_t* inner) {
+    r->inner = inner;
+    if (NULL == inner || MPI_REQUEST_NULL == inner) {
+        gpucoll_request_finish(r, OMPI_SUCCESS);
+    } else if (REQUEST_COMPLETE(inner)) {
+        gpucoll_request_finish(r, inner->req_status.MPI_ERROR);
+    } else {
+        ompi_request_set_callback(inner, gpucoll_inner_complete, r);
+    }
+}
+
+void mca_coll_gpucoll_request_complete(mca_coll_gpucoll_request_t* r, int rc) {
+    ompi_request_t* req = &r->super.super;
+    req->req_status.MPI_ERROR = rc;
+    ompi_request_complete(req, true);
 }
 
 void mca_coll_gpucoll_request_discard(mca_coll_gpucoll_request_t* r) { gpucoll_request_release(r); }

@@ -405,6 +405,31 @@ GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* 
  * calls for every collective call on the communicator. */
 GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
 
+/* Nonblocking calls (MPI_Iallreduce, MPI_Start of a persistent request) on
+ * a communicator of one node. Calls of a rank end in the order they were
+ * started, blocking ones included (gpucoll_comm_run and _decline first end
+ * every call started before them). Nothing here waits for a peer: a call is
+ * posted once every earlier call of this rank has ended, and run once every
+ * rank's post is visible, inside gpucoll_pending_test / gpucoll_comm_progress. */
+typedef struct gpucoll_pending gpucoll_pending_t;
+/* Starts call (form: how the application made it, for the counters).
+ * GPUCOLL_SUCCESS with *op; GPUCOLL_ERR_UNSUPPORTED on a communicator that
+ * spans nodes (stage the call instead: the same answer on every rank). */
+GPUCOLL_EXPORT int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call,
+                                      gpucoll_form_t form, gpucoll_pending_t** op);
+/* The nonblocking form of gpucoll_comm_decline (a rank with host buffers). */
+GPUCOLL_EXPORT int gpucoll_comm_start_decline(gpucoll_comm_t* comm);
+/* Advances the queued calls of op's communicator. *done = 1 once op has
+ * ended; the result is then that of gpucoll_comm_run (SUCCESS, DECLINED: the
+ * caller runs the call another way, the same answer on every rank, or an
+ * error). */
+GPUCOLL_EXPORT int gpucoll_pending_test(gpucoll_pending_t* op, int* done);
+GPUCOLL_EXPORT void gpucoll_pending_free(gpucoll_pending_t* op);
+/* Advances the queued calls of comm; 1 when none is left. */
+GPUCOLL_EXPORT int gpucoll_comm_progress(gpucoll_comm_t* comm);
+/* 1 when comm lives on one node (nonblocking calls can go through it). */
+GPUCOLL_EXPORT int gpucoll_comm_single_node(const gpucoll_comm_t* comm);
+
 /* Shuts the inter-node transport down (endpoints, worker): call once no
  * communicator is left, before the job's own network goes (the component
  * does at close). Communicators created after it stay on one node. */

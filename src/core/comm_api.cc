@@ -12,6 +12,12 @@
 #include "inter/hierarchy.h"
 #include "intra/node_comm.h"
 
+// A nonblocking call: its communicator's queue entry.
+struct gpucoll_pending {
+    gpucoll::intra::NodeComm* comm = nullptr;
+    std::shared_ptr<gpucoll::intra::NodeComm::Pending> pending;
+};
+
 struct gpucoll_comm {
     // Declared first: destroyed after the node communicator that uses it.
     std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
@@ -179,6 +185,54 @@ int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
     return comm->node->decline();
+}
+
+int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_form_t form,
+                       gpucoll_pending_t** op) {
+    if (comm == nullptr || call == nullptr || op == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_start: NULL argument");
+    if (comm->node->hierarchy() != nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
+                                  "nonblocking calls between nodes are staged");
+    auto handle = std::make_unique<gpucoll_pending>();
+    handle->comm = comm->node.get();
+    handle->pending = comm->node->start(*call, form);
+    *op = handle.release();
+    return GPUCOLL_SUCCESS;
+}
+
+int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
+    if (comm == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
+                                  "gpucoll_comm_start_decline: NULL argument");
+    if (comm->node->hierarchy() != nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
+                                  "nonblocking calls between nodes are staged");
+    comm->node->start_decline();
+    return GPUCOLL_SUCCESS;
+}
+
+int gpucoll_pending_test(gpucoll_pending_t* op, int* done) {
+    if (op == nullptr || done == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_pending_test: NULL argument");
+    if (!op->pending->done) op->comm->progress();
+    *done = op->pending->done ? 1 : 0;
+    if (!op->pending->done) return GPUCOLL_SUCCESS;
+    const int status = op->pending->status;
+    if (status != GPUCOLL_SUCCESS && status != GPUCOLL_DECLINED)
+        return gpucoll::set_error(static_cast<gpucoll::Status>(status), "%s",
+                                  op->pending->error.c_str());
+    return status;
+}
+
+void gpucoll_pending_free(gpucoll_pending_t* op) { std::unique_ptr<gpucoll_pending> owned(op); }
+
+int gpucoll_comm_single_node(const gpucoll_comm_t* comm) {
+    return comm != nullptr && comm->node->hierarchy() == nullptr ? 1 : 0;
+}
+
+int gpucoll_comm_progress(gpucoll_comm_t* comm) {
+    return comm != nullptr && comm->node->progress() ? 1 : 0;
 }
 
 int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call) {

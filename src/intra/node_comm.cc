@@ -537,6 +537,11 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
 }
 
 int NodeComm::decline() {
+    drain();  // calls started before this one end first
+    return decline_now();
+}
+
+int NodeComm::decline_now() {
     // Every rank posts every call (host-buffer ranks through here, without
     // looking at the call), so the sequence numbers stay equal everywhere.
     const uint64_t seq = ++seq_;
@@ -620,52 +625,72 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
 }
 
 int NodeComm::run(const gpucoll_call_t& call) {
+    drain();  // calls started before this one end first
+    Pending op;
+    op.call = call;
+    begin(op);
+    return op.done ? op.status : conclude(op);
+}
+
+// Chooses the algorithm and posts the call (or its decline). op.done when
+// nothing is left to do (declined, or failed to post).
+void NodeComm::begin(Pending& op) {
+    const gpucoll_call_t& call = op.call;
     const size_t elem = reduce::dtype_size(call.dtype);
-    const char* why = "";
-    const gpucoll_algorithm_t algo =
-        elem == 0 ? GPUCOLL_ALGO_STAGED
-        : hier_ != nullptr
-            ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &why)
-            : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &why);
+    op.begun = true;
+    op.algo = op.decline_only ? GPUCOLL_ALGO_STAGED
+              : elem == 0     ? GPUCOLL_ALGO_STAGED
+              : hier_ != nullptr
+                  ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &op.why)
+                  : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &op.why);
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);
-    if (algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) return decline();
-    const uint64_t seq = ++seq_;
-    Prepared prepared;
-    PostKind kind = PostKind::Decline;
-    std::string refusal;
+    if (op.algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) {
+        op.status = decline_now();
+        op.done = true;
+        return;
+    }
+    const uint64_t seq = op.seq = ++seq_;
     if (call.eligible) {
-        const Status ps = prepare(call, algo, seq, &prepared);
+        const Status ps = prepare(call, op.algo, seq, &op.prepared);
         if (ps == kSuccess) {
-            kind = PostKind::Accelerate;
+            op.kind = PostKind::Accelerate;
         } else if (ps == GPUCOLL_ERR_BUFFER) {
-            kind = PostKind::Refuse;  // wait for the others: all fail unless one declined
-            refusal = last_error();
+            op.kind = PostKind::Refuse;  // wait for the others: all fail unless one declined
+            op.refusal = last_error();
         } else if (config_.verbose >= 10) {
             log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
         }
     }
-    if (kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
-        post(seq, kind, nullptr, nullptr);
-        return hier_ != nullptr ? decline_between_nodes(seq) : GPUCOLL_DECLINED;
+    if (op.kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
+        post(seq, op.kind, nullptr, nullptr);
+        op.status = hier_ != nullptr ? decline_between_nodes(seq) : GPUCOLL_DECLINED;
+        op.done = true;
+        return;
     }
-    const CallSignature sig{call.coll, call.dtype, call.op, call.root,
-                            call_bytes(call, call_size_, elem)};
-    post(seq, kind, &prepared, &sig);
+    op.sig = CallSignature{call.coll, call.dtype, call.op, call.root,
+                           call_bytes(call, call_size_, elem)};
+    post(seq, op.kind, &op.prepared, &op.sig);
+}
 
-    CallContext ctx(*this, prepared.call, seq);
+// The rest of a posted call: the agreement, the algorithm, the end.
+int NodeComm::conclude(Pending& op) {
+    const gpucoll_call_t& call = op.call;
+    const uint64_t seq = op.seq;
+    const size_t elem = reduce::dtype_size(call.dtype);
+    CallContext ctx(*this, op.prepared.call, seq);
     Status s = kSuccess;
     for (int p = 0; p < size_ && s == kSuccess; ++p)  // the agreement round: host flags
         if (p != rank_) s = wait_progress(p, progress_word(seq, 0), true);
     if (s != kSuccess) return fail(s, seq);
     ++ctx.rounds;
-    inter::Verdict v = local_verdict(seq, sig);
+    inter::Verdict v = local_verdict(seq, op.sig);
     if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess) return fail(s, seq);
     if (v.code == inter::kDecline) return GPUCOLL_DECLINED;
     if (v.code == inter::kRefuse) {
         if (v.rank == global_rank(rank_))
-            return set_error(GPUCOLL_ERR_BUFFER, "%s", refusal.c_str());
+            return set_error(GPUCOLL_ERR_BUFFER, "%s", op.refusal.c_str());
         return set_error(GPUCOLL_ERR_BUFFER,
                          "rank %d's buffers do not fit this %s; see its error output", v.rank,
                          gpucoll_coll_name(call.coll));
@@ -681,37 +706,114 @@ int NodeComm::run(const gpucoll_call_t& call) {
                          v.rank, gpucoll_coll_name(static_cast<gpucoll_coll_t>(v.sig.coll)),
                          static_cast<unsigned long long>(v.sig.bytes), v.sig.root,
                          global_rank(rank_), gpucoll_coll_name(call.coll),
-                         static_cast<unsigned long long>(sig.bytes), sig.root);
+                         static_cast<unsigned long long>(op.sig.bytes), op.sig.root);
     }
 
     // The application's work on the default stream (its last writes to our
     // buffers) comes first.
     if (stream_ != nullptr && (s = stream_->after_default_stream()) != kSuccess)
         return fail(s, seq);
-    if ((s = find_algorithm(call.coll, algo)->run(ctx)) != kSuccess) return fail(s, seq);
+    if ((s = find_algorithm(call.coll, op.algo)->run(ctx)) != kSuccess) return fail(s, seq);
     if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
     last_accelerated_ = seq;
-    if (prepared.recv_copied) {
+    if (op.prepared.recv_copied) {
         const size_t out = bytes_of(call, rank_).out;
-        if ((s = device_->memcpy(call.recvbuf, prepared.call.recvbuf, out, nullptr)) != kSuccess)
+        if ((s = device_->memcpy(call.recvbuf, op.prepared.call.recvbuf, out, nullptr)) != kSuccess)
             return fail(s, seq);
     }
     const uint64_t inter_bytes = hier_ != nullptr ? hier_->take_bytes_sent() : 0;
     if (config_.verbose >= 10)
         log(10,
-            "call %llu: %s %s, %zu bytes: %llu bytes across IPC, %llu to other nodes%s%s, "
+            "call %llu (%s): %s %s, %zu bytes: %llu bytes across IPC, %llu to other nodes%s%s, "
             "%llu rounds (%s)",
-            static_cast<unsigned long long>(seq), gpucoll_coll_name(call.coll),
-            gpucoll_algorithm_name(algo), call_bytes(call, call_size_, elem),
-            static_cast<unsigned long long>(ctx.bytes_peer),
+            static_cast<unsigned long long>(seq), gpucoll_form_name(op.form),
+            gpucoll_coll_name(call.coll), gpucoll_algorithm_name(op.algo),
+            call_bytes(call, call_size_, elem), static_cast<unsigned long long>(ctx.bytes_peer),
             static_cast<unsigned long long>(inter_bytes), hier_ != nullptr ? " over " : "",
             hier_ != nullptr ? hier_->description().c_str() : "",
-            static_cast<unsigned long long>(ctx.rounds), why);
-    CallRecord record{call.coll,  GPUCOLL_PATH_ACCELERATED,    0, ctx.bytes_peer,
-                      ctx.rounds, gpucoll_algorithm_name(algo)};
+            static_cast<unsigned long long>(ctx.rounds), op.why);
+    CallRecord record{call.coll,  GPUCOLL_PATH_ACCELERATED,       0, ctx.bytes_peer,
+                      ctx.rounds, gpucoll_algorithm_name(op.algo)};
     record.bytes_inter = inter_bytes;
+    record.form = op.form;
     counters_record(record);
     return GPUCOLL_SUCCESS;
+}
+
+// ---------------------------------------------------------------- nonblocking calls
+
+std::shared_ptr<NodeComm::Pending> NodeComm::start(const gpucoll_call_t& call,
+                                                   gpucoll_form_t form) {
+    auto op = std::make_shared<Pending>();
+    op->call = call;
+    op->form = form;
+    if (call.counts != nullptr) {  // reduce_scatter: the caller's array may go
+        op->counts.assign(call.counts, call.counts + call_size_);
+        op->call.counts = op->counts.data();
+    }
+    queue_.push_back(op);
+    progress();
+    return op;
+}
+
+void NodeComm::start_decline() {
+    auto op = std::make_shared<Pending>();
+    op->decline_only = true;
+    queue_.push_back(std::move(op));
+    progress();
+}
+
+// Posting call seq overwrites the post of call seq - kPostDepth: every peer
+// must have posted the call after it (post() would wait for that).
+bool NodeComm::can_post(uint64_t seq) const {
+    if (seq < kPostDepth) return true;
+    const uint64_t word = progress_word(seq - kPostDepth + 1, 0);
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_ && peer_seen_[p] < word &&
+            segment_.load_acquire(segment_.slot(p).progress) < word)
+            return false;
+    return true;
+}
+
+bool NodeComm::peers_posted(uint64_t seq) const {
+    const uint64_t word = progress_word(seq, 0);
+    for (int p = 0; p < size_; ++p)
+        if (p != rank_ && segment_.load_acquire(segment_.slot(p).progress) < word) return false;
+    return true;
+}
+
+bool NodeComm::progress() {
+    if (advancing_) return queue_.empty();  // from a wait inside a call we are running
+    advancing_ = true;
+    while (!queue_.empty()) {
+        Pending& op = *queue_.front();
+        if (!op.begun) {
+            if (!can_post(seq_ + 1)) break;
+            begin(op);
+        }
+        if (!op.done) {
+            // A peer that failed this call has posted it (and set the abort
+            // word first): conclude() reports it.
+            if (!peers_posted(op.seq)) break;
+            op.status = conclude(op);
+            op.done = true;
+        }
+        if (op.status != GPUCOLL_SUCCESS && op.status != GPUCOLL_DECLINED) op.error = last_error();
+        queue_.pop_front();
+    }
+    advancing_ = false;
+    return queue_.empty();
+}
+
+void NodeComm::drain() {
+    for (unsigned spins = 0; !progress(); ++spins) {
+        if (spins < 128) {
+            __builtin_ia32_pause();
+        } else {
+            if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
+            sched_yield();
+        }
+    }
 }
 
 Status NodeComm::resolve_internal(int p, const BufferDesc& desc, void** out, size_t* mapped) {

@@ -139,6 +139,18 @@ public:
     // gpucoll_comm_decline: this rank posts its decline for the next call.
     int decline();
 
+    // Nonblocking calls (gpucoll_comm_start): one queue per communicator, in
+    // issue order. A call is posted once every earlier one of this rank has
+    // ended (the progress word is per rank, not per call), and run once every
+    // rank's post is visible; nothing waits for a peer to arrive.
+    struct Pending;
+    std::shared_ptr<Pending> start(const gpucoll_call_t& call, gpucoll_form_t form);
+    void start_decline();
+    // Advances the queue as far as it goes without waiting for a peer to
+    // arrive (a call whose posts are all visible runs to its end). True when
+    // the queue is empty.
+    bool progress();
+
     // This process's address of a communicator-owned buffer (temp, copies)
     // that rank p posted; mapped once per communicator, unmapped at teardown.
     Status resolve_internal(int p, const BufferDesc& desc, void** out, size_t* mapped);
@@ -227,6 +239,14 @@ private:
     Status describe_or_copy(const void* user, const PointerInfo& info, size_t bytes, bool copy_in,
                             DeviceBuffer& copy, BufferDesc* desc, const void** used);
     Status describe_internal(const DeviceBuffer& buffer, BufferDesc* desc);
+    // One call from its post to its end (run() = begin + conclude).
+    void begin(Pending& op);
+    int conclude(Pending& op);
+    int decline_now();
+    // Ends every queued call (blocking calls come after them).
+    void drain();
+    bool can_post(uint64_t seq) const;
+    bool peers_posted(uint64_t seq) const;
     // Grows buffer to at least bytes. The old allocation is kept until
     // teardown: peers may still have it mapped.
     Status grow(DeviceBuffer& buffer, size_t bytes);
@@ -257,6 +277,8 @@ private:
     std::vector<char*> inputs_;
     std::vector<std::shared_ptr<IpcMapping>> pins_;
     uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
+    std::deque<std::shared_ptr<Pending>> queue_;
+    bool advancing_ = false;  // inside progress(): waits must not re-enter it
     bool poisoned_ = false;
 
     size_t scratch_slot_bytes_ = 0;
@@ -278,6 +300,25 @@ private:
     bool device_flags_ = false;
     bool gpu_shared_ = false;
     bool pipelined_ = false;
+
+public:
+    struct Pending {
+        gpucoll_call_t call{};
+        std::vector<size_t> counts;  // the caller's counts, kept for the call's life
+        gpucoll_form_t form = GPUCOLL_FORM_BLOCKING;
+        bool decline_only = false;
+        bool begun = false;  // posted
+        bool done = false;
+        int status = GPUCOLL_SUCCESS;
+        std::string error;  // the message of a failed call
+        uint64_t seq = 0;
+        gpucoll_algorithm_t algo = GPUCOLL_ALGO_AUTO;
+        const char* why = "";
+        Prepared prepared;
+        PostKind kind = PostKind::Decline;
+        std::string refusal;
+        CallSignature sig{};
+    };
 };
 
 }  // namespace gpucoll::intra

@@ -346,7 +346,14 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
         }
         /* The path: staged where this rank passed device memory, delegated
          * otherwise (persistent host requests are counted at init). */
-        const gpucoll_path_t want = mem == TU_DEVICE ? GPUCOLL_PATH_STAGED : GPUCOLL_PATH_DELEGATED;
+        /* Nonblocking allreduce, bcast, allgather, reduce_scatter(_block) and
+         * reduce with every rank on device memory and a plain datatype: the
+         * accelerated path. Mixed kinds: declined on every rank, staged. */
+        const int accelerated = form == F_NONBLOCKING && s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
+                                (mode == M_DEVICE || (mode == M_MIXED && L.n == 1)) && !s->strided;
+        const gpucoll_path_t want = accelerated        ? GPUCOLL_PATH_ACCELERATED
+                                    : mem == TU_DEVICE ? GPUCOLL_PATH_STAGED
+                                                       : GPUCOLL_PATH_DELEGATED;
         const int gform = form == F_BLOCKING      ? GPUCOLL_FORM_BLOCKING
                           : form == F_NONBLOCKING ? GPUCOLL_FORM_NONBLOCKING
                                                   : GPUCOLL_FORM_PERSISTENT;
@@ -368,12 +375,16 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
     tu_buf_free(&dr);
 }
 
-/* Several nonblocking calls outstanding on device buffers, completed in
- * reverse order while the device copies other data. */
-static void run_outstanding(MPI_Comm world) {
-    const gpucoll_coll_t colls[] = {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_COLL_ALLTOALLV,
-                                    GPUCOLL_COLL_GATHER, GPUCOLL_COLL_BCAST,
-                                    GPUCOLL_COLL_ALLGATHERV};
+/* Several nonblocking calls outstanding, completed in reverse order while
+ * the device copies other data. mode M_DEVICE: every buffer on the device;
+ * M_MIXED: odd ranks pass host memory, so the accelerated collectives are
+ * declined and the device ranks start Open MPI's call late (after the later
+ * calls), under the tag they reserved when the call started. */
+static void run_outstanding(MPI_Comm world, int mode) {
+    const gpucoll_coll_t colls[] = {GPUCOLL_COLL_ALLREDUCE,  GPUCOLL_COLL_ALLTOALLV,
+                                    GPUCOLL_COLL_GATHER,     GPUCOLL_COLL_BCAST,
+                                    GPUCOLL_COLL_ALLGATHERV, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                                    GPUCOLL_COLL_ALLREDUCE};
     enum { K = sizeof colls / sizeof colls[0] };
     spec_t s[K];
     layout_t L[K];
@@ -385,8 +396,8 @@ static void run_outstanding(MPI_Comm world) {
         make_layout(&s[k], &L[k]);
         tu_buf_alloc(&hs[k], TU_HOST, L[k].sbytes, 8, 1);
         tu_buf_alloc(&hr[k], TU_HOST, L[k].rbytes, 8, 2);
-        tu_buf_alloc(&ds[k], TU_DEVICE, L[k].sbytes, 8, 1);
-        tu_buf_alloc(&dr[k], TU_DEVICE, L[k].rbytes, 8, 2);
+        tu_buf_alloc(&ds[k], mem_of(mode, L[k].rank), L[k].sbytes, 8, 1);
+        tu_buf_alloc(&dr[k], mem_of(mode, L[k].rank), L[k].rbytes, 8, 2);
         fill(&hs[k], L[k].rank, k);
         fill(&hr[k], L[k].rank, 9 + k);
         fill(&ds[k], L[k].rank, k);
@@ -411,8 +422,8 @@ static void run_outstanding(MPI_Comm world) {
         tu_buf_read(&hr[k]);
         tu_buf_read(&dr[k]);
         TU_CHECK(memcmp(hr[k].out, dr[k].out, hr[k].total) == 0,
-                 "outstanding %s (completed in reverse order): receive buffer differs",
-                 gpucoll_coll_name(colls[k]));
+                 "outstanding %s (%s, completed in reverse order): receive buffer differs",
+                 gpucoll_coll_name(colls[k]), mode_names[mode]);
         tu_buf_free(&hs[k]);
         tu_buf_free(&hr[k]);
         tu_buf_free(&ds[k]);
@@ -522,7 +533,8 @@ int main(int argc, char** argv) {
             run_case(&s, F_PERSISTENT, M_DEVICE, quick ? 20 : 100);
         }
     }
-    run_outstanding(MPI_COMM_WORLD);
+    run_outstanding(MPI_COMM_WORLD, M_DEVICE);
+    run_outstanding(MPI_COMM_WORLD, M_MIXED);
     run_comm_free();
     MPI_Comm_free(&ring);
     MPI_Type_free(&strided_int);

@@ -1,0 +1,361 @@
+/*
+ * coll_gpucoll_nonblocking.c - nonblocking allreduce, bcast, allgather,
+ * reduce_scatter(_block) and reduce on the accelerated path.
+ *
+ * The initiating call never waits for a peer: it starts the call in the
+ * core (gpucoll_comm_start: posted now, or queued behind this rank's
+ * earlier calls) and returns a request. A progress function registered with
+ * Open MPI advances the core's queue; a call runs once every rank's post is
+ * visible and its request completes when it ends.
+ *
+ * Ranks that pass host memory post their decline (gpucoll_comm_start_decline)
+ * and hand the call to the saved module at once. When a call is declined
+ * (some rank passed host memory or an ineligible call), the device ranks
+ * learn it later, in progress; they then run the saved module's nonblocking
+ * call on host copies, as the others did when they started it. Open MPI's
+ * libnbc gives each nonblocking call on a communicator the next tag at
+ * initiation, the same on every rank: an accelerated start reserves that tag
+ * (every rank takes one per nonblocking call, whichever path it takes), and
+ * the late start uses it, so it matches the peers' early ones.
+ */
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpucoll.h"
+#include "ompi/mca/coll/base/coll_tags.h"
+
+#define GPUCOLL_UNPACK(...) __VA_ARGS__
+
+/* ---------------------------------------------------------------------------
+ * Tags: Open MPI's ompi_coll_base_nbc_reserve_tags(comm, 1), which libnbc
+ * calls once per nonblocking call (coll_base_util.h; not includable here,
+ * see coll_gpucoll.h).
+ * ------------------------------------------------------------------------- */
+
+static int32_t gpucoll_reserve_nbc_tag(struct ompi_communicator_t* comm) {
+    int32_t tag, old_tag;
+    do {
+        tag = old_tag = comm->c_nbc_tag;
+        if ((tag - 1) < MCA_COLL_BASE_TAG_NONBLOCKING_END) tag = MCA_COLL_BASE_TAG_NONBLOCKING_BASE;
+    } while (!OPAL_ATOMIC_COMPARE_EXCHANGE_STRONG_32(&comm->c_nbc_tag, &old_tag, tag - 1));
+    return tag;
+}
+
+/* ---------------------------------------------------------------------------
+ * Requests in flight on the accelerated path, advanced by our progress
+ * function (one list for the process; MPI_THREAD_MULTIPLE: a try-lock).
+ * ------------------------------------------------------------------------- */
+
+static mca_coll_gpucoll_request_t* gpucoll_active;
+static bool gpucoll_progress_registered;
+static atomic_flag gpucoll_active_lock = ATOMIC_FLAG_INIT;
+/* Inside our progress function: the core's waits must not call opal_progress
+ * (Open MPI's progress is not re-entrant). */
+bool mca_coll_gpucoll_in_progress_callback;
+
+/* The call was declined on every rank: the saved module's nonblocking call on
+ * host copies, under the tag reserved at initiation. */
+static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
+    mca_coll_gpucoll_module_t* m = r->module;
+    struct ompi_communicator_t* comm = r->comm;
+    mca_coll_gpucoll_staging_t* st = &r->staging;
+    mca_coll_gpucoll_args_t* a = &r->args;
+    int rc = mca_coll_gpucoll_staging_alloc(st, false);
+    if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_in(st);
+    if (OMPI_SUCCESS != rc) return rc;
+    mca_coll_gpucoll_staging_record(st, GPUCOLL_FORM_NONBLOCKING);
+    ompi_request_t* inner = NULL;
+    const int32_t tag = comm->c_nbc_tag;
+    comm->c_nbc_tag = r->nbc_tag; /* the saved module takes it */
+    mca_coll_gpucoll_enter_host(m);
+    char* s0 = st->buf[0].host;
+    char* s1 = st->buf[1].host;
+    switch (st->coll) {
+        case GPUCOLL_COLL_ALLREDUCE:
+            rc = m->prev_iallreduce(s0, s1, a->count, a->dtype, a->op, comm, &inner,
+                                    m->prev_iallreduce_module);
+            break;
+        case GPUCOLL_COLL_BCAST:
+            rc = m->prev_ibcast(s0, a->count, a->dtype, a->root, comm, &inner,
+                                m->prev_ibcast_module);
+            break;
+        case GPUCOLL_COLL_ALLGATHER:
+            rc = m->prev_iallgather(s0, a->scount, a->sdtype, s1, a->count, a->dtype, comm, &inner,
+                                    m->prev_iallgather_module);
+            break;
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+            rc = m->prev_ireduce_scatter(s0, s1, a->rcounts, a->dtype, a->op, comm, &inner,
+                                         m->prev_ireduce_scatter_module);
+            break;
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+            rc = m->prev_ireduce_scatter_block(s0, s1, a->count, a->dtype, a->op, comm, &inner,
+                                               m->prev_ireduce_scatter_block_module);
+            break;
+        case GPUCOLL_COLL_REDUCE:
+            rc = m->prev_ireduce(s0, s1, a->count, a->dtype, a->op, a->root, comm, &inner,
+                                 m->prev_ireduce_module);
+            break;
+        default:
+            rc = OMPI_ERR_NOT_SUPPORTED;
+    }
+    mca_coll_gpucoll_leave_host(m);
+    comm->c_nbc_tag = tag;
+    if (OMPI_SUCCESS != rc) return rc;
+    mca_coll_gpucoll_request_attach(r, inner);
+    return OMPI_SUCCESS;
+}
+
+/* r's call ended in the core with status: complete r, or start it declined. */
+static void gpucoll_conclude(mca_coll_gpucoll_request_t* r, int status) {
+    gpucoll_pending_free(r->pending);
+    r->pending = NULL;
+    int rc = OMPI_SUCCESS;
+    if (GPUCOLL_DECLINED == status) {
+        rc = gpucoll_start_declined(r);
+        if (OMPI_SUCCESS == rc) return; /* completes with the saved module's request */
+    } else if (GPUCOLL_SUCCESS != status) {
+        rc = mca_coll_gpucoll_core_error(gpucoll_coll_name(r->staging.coll), status);
+    }
+    mca_coll_gpucoll_request_complete(r, rc);
+}
+
+/* Tests r's call once; true when r left the accelerated path. */
+static bool gpucoll_test_one(mca_coll_gpucoll_request_t* r) {
+    int done = 0;
+    const int status = gpucoll_pending_test(r->pending, &done);
+    if (!done) return false;
+    gpucoll_conclude(r, status);
+    return true;
+}
+
+static int gpucoll_nonblocking_progress(void) {
+    if (NULL == gpucoll_active || mca_coll_gpucoll_in_progress_callback) return 0;
+    if (atomic_flag_test_and_set_explicit(&gpucoll_active_lock, memory_order_acquire))
+        return 0; /* another thread is at it */
+    mca_coll_gpucoll_in_progress_callback = true;
+    int events = 0;
+    for (mca_coll_gpucoll_request_t **at = &gpucoll_active, *r; NULL != (r = *at);) {
+        if (gpucoll_test_one(r)) {
+            *at = r->next;
+            r->next = NULL;
+            ++events;
+        } else {
+            at = &r->next;
+        }
+    }
+    mca_coll_gpucoll_in_progress_callback = false;
+    atomic_flag_clear_explicit(&gpucoll_active_lock, memory_order_release);
+    return events;
+}
+
+void mca_coll_gpucoll_nonblocking_fini(void) {
+    if (gpucoll_progress_registered) opal_progress_unregister(gpucoll_nonblocking_progress);
+    gpucoll_progress_registered = false;
+}
+
+/* ---------------------------------------------------------------------------
+ * Starting a call
+ * ------------------------------------------------------------------------- */
+
+/* The core of m when nonblocking calls on comm go through it: one node,
+ * an intracommunicator, device memory not ruled out by an info assertion. */
+gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
+                                                  struct ompi_communicator_t* comm) {
+    if (OMPI_COMM_IS_INTER(comm)) return NULL;
+    gpucoll_comm_t* core = mca_coll_gpucoll_core_of(m, comm);
+    if (NULL == core || GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds ||
+        !gpucoll_comm_single_node(core))
+        return NULL;
+    return core;
+}
+
+int mca_coll_gpucoll_nonblocking_decline(mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core) {
+    if (m->uniform_memory) return OMPI_SUCCESS; /* host calls skip the core */
+    int rc = gpucoll_comm_start_decline(core);
+    return GPUCOLL_SUCCESS == rc ? OMPI_SUCCESS : mca_coll_gpucoll_core_error("decline", rc);
+}
+
+int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
+                                       struct ompi_communicator_t* comm, gpucoll_comm_t* core,
+                                       const gpucoll_call_t* call,
+                                       const mca_coll_gpucoll_staging_t* staging,
+                                       const mca_coll_gpucoll_args_t* args,
+                                       ompi_request_t** request) {
+    mca_coll_gpucoll_request_t* r = NULL;
+    int rc = mca_coll_gpucoll_request_new_deferred(comm, staging, &r);
+    if (OMPI_SUCCESS != rc) return rc;
+    r->module = m;
+    r->args = *args;
+    r->nbc_tag = gpucoll_reserve_nbc_tag(comm);
+    rc = gpucoll_comm_start(core, call, GPUCOLL_FORM_NONBLOCKING, &r->pending);
+    if (GPUCOLL_SUCCESS != rc) {
+        mca_coll_gpucoll_request_discard(r);
+        return mca_coll_gpucoll_core_error(gpucoll_coll_name(call->coll), rc);
+    }
+    *request = &r->super.super;
+    while (atomic_flag_test_and_set_explicit(&gpucoll_active_lock, memory_order_acquire)) {
+    }
+    if (!gpucoll_progress_registered) {
+        opal_progress_register(gpucoll_nonblocking_progress);
+        gpucoll_progress_registered = true;
+    }
+    r->next = gpucoll_active; /* order does not matter: each call's queue is in order */
+    gpucoll_active = r;
+    atomic_flag_clear_explicit(&gpucoll_active_lock, memory_order_release);
+    return OMPI_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------
+ * The entry points: how each collective describes its call to the core
+ * ------------------------------------------------------------------------- */
+
+static inline bool dev(const void* p) { return mca_coll_gpucoll_is_device(p); }
+
+static bool build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
+                            void* rbuf, int count, struct ompi_datatype_t* dtype,
+                            struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+    (void)comm;
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLREDUCE,
+                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                             .recvbuf = rbuf,
+                             .count = (size_t)count};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op};
+    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+}
+
+static bool build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, void* buf, int count,
+                        struct ompi_datatype_t* dtype, int root, struct ompi_communicator_t* comm) {
+    (void)comm;
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
+    mca_coll_gpucoll_describe_bytes(call, (size_t)count, dtype);
+    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .root = root};
+    return dev(buf);
+}
+
+static bool build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
+                            int scount, struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                            struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm) {
+    (void)comm;
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLGATHER,
+                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                             .recvbuf = rbuf};
+    mca_coll_gpucoll_describe_bytes(call, (size_t)rcount, rdtype);
+    if (NULL != call->sendbuf) { /* the send side must be the same contiguous bytes */
+        gpucoll_call_t send = *call;
+        mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
+        call->eligible = call->eligible && send.eligible && send.count == call->count;
+    }
+    *a = (mca_coll_gpucoll_args_t){
+        .count = rcount, .dtype = rdtype, .scount = scount, .sdtype = sdtype};
+    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+}
+
+static bool build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
+                                 void* rbuf, const int* rcounts, struct ompi_datatype_t* dtype,
+                                 struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+    const int size = ompi_comm_size(comm);
+    *a = (mca_coll_gpucoll_args_t){.rcounts = rcounts, .dtype = dtype, .op = op};
+    a->counts = malloc(sizeof(size_t) * (size_t)size); /* the core copies them */
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER,
+                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                             .recvbuf = rbuf,
+                             .counts = a->counts};
+    if (NULL == a->counts) {
+        call->eligible = 0;
+        return false;
+    }
+    for (int i = 0; i < size; ++i) a->counts[i] = (size_t)rcounts[i];
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    if (!call->eligible) { /* counts in bytes, as the call now describes bytes */
+        size_t tsize = 0;
+        ompi_datatype_type_size(dtype, &tsize);
+        for (int i = 0; i < size; ++i) a->counts[i] *= tsize;
+    }
+    /* A zero block out of place: the receive buffer is not used at all. */
+    const bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
+    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && (rsig ? dev(rbuf) : true);
+}
+
+static bool build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
+                                       const void* sbuf, void* rbuf, int rcount,
+                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                       struct ompi_communicator_t* comm) {
+    (void)comm;
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                             .recvbuf = rbuf,
+                             .count = (size_t)rcount};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    *a = (mca_coll_gpucoll_args_t){.count = rcount, .dtype = dtype, .op = op};
+    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+}
+
+static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
+                         void* rbuf, int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                         int root, struct ompi_communicator_t* comm) {
+    const bool at_root = ompi_comm_rank(comm) == root;
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE,
+                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                             .recvbuf = at_root ? rbuf : NULL,
+                             .count = (size_t)count,
+                             .root = root};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op, .root = root};
+    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && (at_root ? dev(rbuf) : true);
+}
+
+/* i<name> on the accelerated path where the communicator has one, else
+ * staged (coll_gpucoll_forms.c: mca_coll_gpucoll_staged_i<name>). */
+#define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS, HOST_ARGS)                                        \
+    int mca_coll_gpucoll_accel_i##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,      \
+                                       ompi_request_t** request, mca_coll_base_module_t* module) { \
+        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
+        gpucoll_comm_t* core =                                                                     \
+            mca_coll_gpucoll_in_host(m) ? NULL : mca_coll_gpucoll_nonblocking_core(m, comm);       \
+        if (NULL == core)                                                                          \
+            return mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);    \
+        mca_coll_gpucoll_staging_t stage, *st = &stage;                                            \
+        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                  \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                               \
+        gpucoll_call_t call = {0};                                                                 \
+        mca_coll_gpucoll_args_t args = {0};                                                        \
+        const bool all_device = MCA_COLL_GPUCOLL_DESCRIBE_STAGE == rc &&                           \
+                                build_##name(&call, &args, GPUCOLL_UNPACK ARGS, comm) &&           \
+                                call.eligible;                                                     \
+        if (all_device) {                                                                          \
+            call.on_device = 1;                                                                    \
+            rc = mca_coll_gpucoll_nonblocking_start(m, comm, core, &call, st, &args, request);     \
+        } else {                                                                                   \
+            rc = mca_coll_gpucoll_nonblocking_decline(m, core);                                    \
+            if (OMPI_SUCCESS == rc)                                                                \
+                rc = mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);  \
+        }                                                                                          \
+        free(args.counts); /* reduce_scatter: the core has its copy */                             \
+        return rc;                                                                                 \
+    }
+
+GPUCOLL_DEFINE_I_ACCEL(allreduce,
+                       (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
+                        struct ompi_op_t* op),
+                       (sbuf, rbuf, count, dtype, op), _)
+GPUCOLL_DEFINE_I_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+                       (buf, count, dtype, root), _)
+GPUCOLL_DEFINE_I_ACCEL(allgather,
+                       (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
+                        int rcount, struct ompi_datatype_t* rdtype),
+                       (sbuf, scount, sdtype, rbuf, rcount, rdtype), _)
+GPUCOLL_DEFINE_I_ACCEL(reduce_scatter,
+                       (const void* sbuf, void* rbuf, const int* rcounts,
+                        struct ompi_datatype_t* dtype, struct ompi_op_t* op),
+                       (sbuf, rbuf, rcounts, dtype, op), _)
+GPUCOLL_DEFINE_I_ACCEL(reduce_scatter_block,
+                       (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
+                        struct ompi_op_t* op),
+                       (sbuf, rbuf, rcount, dtype, op), _)
+GPUCOLL_DEFINE_I_ACCEL(reduce,
+                       (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
+                        struct ompi_op_t* op, int root),
+                       (sbuf, rbuf, count, dtype, op, root), _)

@@ -119,11 +119,13 @@ static int gpucoll_request_start(size_t count, ompi_request_t** requests) {
     return first_error;
 }
 
-int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
-                                 const mca_coll_gpucoll_staging_t* staging, bool persistent,
-                                 mca_coll_gpucoll_request_t** out) {
+/* A request on comm with the staging description copied in, nothing
+ * allocated yet. */
+static mca_coll_gpucoll_request_t* gpucoll_request_create(struct ompi_communicator_t* comm,
+                                                          const mca_coll_gpucoll_staging_t* staging,
+                                                          bool persistent) {
     mca_coll_gpucoll_request_t* r = OBJ_NEW(mca_coll_gpucoll_request_t);
-    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (NULL == r) return NULL;
     ompi_request_t* req = &r->super.super;
     OMPI_REQUEST_INIT(req, persistent);
     req->req_type = OMPI_REQUEST_COLL;
@@ -139,6 +141,14 @@ int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
     r->staging = *staging;
     r->staging.persistent = persistent;
     r->staging.pooled = !persistent;
+    return r;
+}
+
+int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
+                                 const mca_coll_gpucoll_staging_t* staging, bool persistent,
+                                 mca_coll_gpucoll_request_t** out) {
+    mca_coll_gpucoll_request_t* r = gpucoll_request_create(comm, staging, persistent);
+    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
     int rc = mca_coll_gpucoll_staging_alloc(&r->staging, false);
     if (OMPI_SUCCESS == rc && !persistent) {
         rc = mca_coll_gpucoll_staging_copy_in(&r->staging);
@@ -156,21 +166,8 @@ int mca_coll_gpucoll_request_new(struct ompi_communicator_t* comm,
 int mca_coll_gpucoll_request_new_deferred(struct ompi_communicator_t* comm,
                                           const mca_coll_gpucoll_staging_t* staging,
                                           mca_coll_gpucoll_request_t** out) {
-    mca_coll_gpucoll_request_t* r = OBJ_NEW(mca_coll_gpucoll_request_t);
-    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
-    ompi_request_t* req = &r->super.super;
-    OMPI_REQUEST_INIT(req, false);
-    req->req_type = OMPI_REQUEST_COLL;
-    req->req_state = OMPI_REQUEST_ACTIVE;
-    req->req_mpi_object.comm = comm;
-    req->req_free = gpucoll_request_free;
-    req->req_cancel = gpucoll_request_cancel;
-    r->comm = comm;
-    OBJ_RETAIN(comm);
-    r->staging = *staging;
-    r->staging.pooled = true;
-    *out = r;
-    return OMPI_SUCCESS;
+    *out = gpucoll_request_create(comm, staging, false);
+    return NULL == *out ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
 }
 
 void mca_coll_gpucoll_request_attach(mca_coll_gpucoll_request_t* r, ompi_request_t* inner) {

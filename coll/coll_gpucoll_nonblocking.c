@@ -160,13 +160,18 @@ void mca_coll_gpucoll_nonblocking_fini(void) {
  * ------------------------------------------------------------------------- */
 
 /* The core of m when nonblocking calls on comm go through it: one node,
- * an intracommunicator, device memory not ruled out by an info assertion. */
+ * an intracommunicator, device memory not ruled out by an info assertion,
+ * not MPI_THREAD_MULTIPLE. */
 gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
                                                   struct ompi_communicator_t* comm) {
     if (OMPI_COMM_IS_INTER(comm)) return NULL;
     gpucoll_comm_t* core = mca_coll_gpucoll_core_of(m, comm);
+    /* MPI_THREAD_MULTIPLE: our progress function could run in one thread
+     * while another runs a blocking call on the same core; nonblocking calls
+     * are staged there (the thread level is part of the settings every rank
+     * of the communicator agreed on, so the choice is the same everywhere). */
     if (NULL == core || GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds ||
-        !gpucoll_comm_single_node(core))
+        !gpucoll_comm_single_node(core) || mca_coll_gpucoll_component.thread_multiple)
         return NULL;
     return core;
 }

@@ -92,6 +92,36 @@ static int gpucoll_info_asserted_kinds(struct ompi_communicator_t* comm) {
     return device > 0 ? GPUCOLL_ASSERT_DEVICE_ONLY : GPUCOLL_ASSERT_HOST_ONLY;
 }
 
+/* MPI_Comm_free runs attribute delete callbacks on every rank while the
+ * communicator still works, before Open MPI releases it: the core's teardown
+ * (a handshake with every peer) happens there, at a point every rank reaches
+ * together. Requests that retain the communicator (nonblocking, persistent)
+ * may delay its destruction to a point that differs between ranks; a
+ * handshake there could wait for a peer that waits for us elsewhere. Calls
+ * after that (a persistent request started after MPI_Comm_free) are staged. */
+static int gpucoll_keyval = MPI_KEYVAL_INVALID;
+
+static int gpucoll_comm_freed(MPI_Comm comm, int keyval, void* value, void* extra) {
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)value;
+    mca_coll_gpucoll_accel_release(m); /* ends queued calls, then the handshake */
+    m->core_state = -1;                /* staging only from now on */
+    return MPI_SUCCESS;
+}
+
+/* Arranges for gpucoll_comm_freed at MPI_Comm_free of comm. */
+static void gpucoll_watch_free(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm) {
+    if (MPI_KEYVAL_INVALID == gpucoll_keyval &&
+        MPI_SUCCESS != PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, gpucoll_comm_freed,
+                                               &gpucoll_keyval, NULL)) {
+        gpucoll_keyval = MPI_KEYVAL_INVALID;
+        return; /* the module's destruction tears down instead */
+    }
+    PMPI_Comm_set_attr(comm, gpucoll_keyval, m);
+}
+
 static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
                                     struct ompi_communicator_t* comm) {
     if (0 != m->core_state) return m->core;
@@ -138,6 +168,8 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
         m->core = NULL;
     }
     m->core_state = NULL != m->core ? 1 : -1;
+    if (NULL != m->core && comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF)
+        gpucoll_watch_free(m, comm);
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
                     m->uniform_memory ? ", uniform memory asserted" : "");

@@ -271,6 +271,12 @@ void NodeComm::teardown() {
     // Only a communicator whose setup succeeded everywhere does the handshake:
     // after a failed setup some ranks may not even have the segment.
     if (!ready_) return;
+    // Calls still queued end first (every rank started them before it got
+    // here), unless a rank failed: it may never post them.
+    for (unsigned spins = 0; !progress() && !aborted(); ++spins) {
+        if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
+        sched_yield();
+    }
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {

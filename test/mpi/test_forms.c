@@ -468,6 +468,39 @@ static void run_comm_free(void) {
         ok = TU_CHECK(got == want, "comm_free: element %d is %d, want %d", i, got, want);
     }
     MPI_Request_free(&r1);
+
+    /* A communicator with an accelerated path, freed with a nonblocking call
+     * outstanding and a persistent request that the ranks free at different
+     * points: rank 0 before a barrier on MPI_COMM_WORLD, the others after it.
+     * The core's teardown must happen in MPI_Comm_free, not when the last
+     * request lets the communicator go (rank 0 would wait there for peers
+     * that wait for it in the barrier). */
+    MPI_Comm dup2;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup2);
+    s.comm = dup2;
+    make_layout(&s, &L);
+    MPI_Request p, nb;
+    TU_CHECK(issue(&s, &L, F_BLOCKING, sb.ptr, rb.ptr, &p) == MPI_SUCCESS, "comm_free: allreduce");
+    TU_CHECK(issue(&s, &L, F_PERSISTENT, sb.ptr, rb.ptr, &p) == MPI_SUCCESS, "comm_free: init");
+    MPI_Start(&p);
+    wait_ok(&p, "comm_free: persistent run");
+    tu_buf_t nr;
+    tu_buf_alloc(&nr, TU_DEVICE, L.rbytes, 0, 5);
+    TU_CHECK(issue(&s, &L, F_NONBLOCKING, sb.ptr, nr.ptr, &nb) == MPI_SUCCESS,
+             "comm_free: iallreduce");
+    MPI_Comm_free(&dup2); /* the nonblocking call still outstanding */
+    wait_ok(&nb, "comm_free: iallreduce completed after MPI_Comm_free");
+    tu_buf_read(&nr);
+    for (int i = 0, ok = 1; i < s.count && ok; i++) {
+        int want = 0, got;
+        for (int r = 0; r < n; r++) want += r * 1000 + i % 997;
+        memcpy(&got, nr.out + 4 * (size_t)i, 4);
+        ok = TU_CHECK(got == want, "comm_free: iallreduce element %d is %d, want %d", i, got, want);
+    }
+    if (L.rank == 0) MPI_Request_free(&p);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (L.rank != 0) MPI_Request_free(&p);
+    tu_buf_free(&nr);
     tu_buf_free(&sb);
     tu_buf_free(&rb);
     tu_buf_free(&gs);

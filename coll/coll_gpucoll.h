@@ -448,9 +448,6 @@ int mca_coll_gpucoll_nonblocking_start(struct mca_coll_gpucoll_module_t* m,
                                        ompi_request_t** request);
 void mca_coll_gpucoll_nonblocking_fini(void);
 extern bool mca_coll_gpucoll_in_progress_callback;
-/* The core of m's communicator, created at the first call (coll_gpucoll_accel.c). */
-gpucoll_comm_t* mca_coll_gpucoll_core_of(struct mca_coll_gpucoll_module_t* m,
-                                         struct ompi_communicator_t* comm);
 /* i<name> of the accelerated collectives: accelerated where the communicator
  * allows it, else staged. */
 int mca_coll_gpucoll_accel_iallreduce(const void* sbuf, void* rbuf, int count,

@@ -176,11 +176,6 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     return m->core;
 }
 
-gpucoll_comm_t* mca_coll_gpucoll_core_of(mca_coll_gpucoll_module_t* m,
-                                         struct ompi_communicator_t* comm) {
-    return gpucoll_core(m, comm);
-}
-
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {
     if (NULL != m->core) gpucoll_comm_destroy(m->core);
     m->core = NULL;

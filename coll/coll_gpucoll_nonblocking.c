@@ -159,13 +159,18 @@ void mca_coll_gpucoll_nonblocking_fini(void) {
  * Starting a call
  * ------------------------------------------------------------------------- */
 
-/* The core of m when nonblocking calls on comm go through it: one node,
- * an intracommunicator, device memory not ruled out by an info assertion,
- * not MPI_THREAD_MULTIPLE. */
+/* The core of m when nonblocking calls on comm go through it: created
+ * already, one node, an intracommunicator, device memory not ruled out by an
+ * info assertion, not MPI_THREAD_MULTIPLE. */
 gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
                                                   struct ompi_communicator_t* comm) {
-    if (OMPI_COMM_IS_INTER(comm)) return NULL;
-    gpucoll_comm_t* core = mca_coll_gpucoll_core_of(m, comm);
+    /* The core is created collectively (a blocking allgather) by the first
+     * blocking call of the accelerated set on the communicator, never here:
+     * a nonblocking call must not wait for its peers. Until then nonblocking
+     * calls are staged; every rank has made the same calls, so every rank
+     * sees the same state. */
+    if (OMPI_COMM_IS_INTER(comm) || 1 != m->core_state) return NULL;
+    gpucoll_comm_t* core = m->core;
     /* MPI_THREAD_MULTIPLE: our progress function could run in one thread
      * while another runs a blocking call on the same core; nonblocking calls
      * are staged there (the thread level is part of the settings every rank

@@ -529,6 +529,43 @@ int main(int argc, char** argv) {
     MPI_Type_free(&tmp);
     MPI_Type_commit(&strided_int);
 
+    /* The accelerated path of a communicator is set up (collectively) by its
+     * first blocking call of the accelerated set, never by a nonblocking one:
+     * before that, nonblocking calls are staged. */
+    {
+        MPI_Comm fresh;
+        MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+        spec_t s = {.coll = GPUCOLL_COLL_ALLREDUCE, .count = 64, .comm = fresh};
+        layout_t L;
+        make_layout(&s, &L);
+        tu_buf_t a, b;
+        tu_buf_alloc(&a, TU_DEVICE, L.sbytes, 0, 1);
+        tu_buf_alloc(&b, TU_DEVICE, L.rbytes, 0, 2);
+        fill(&a, L.rank, 0);
+        for (int k = 0; k < 2; k++) {
+            gpucoll_counters_t before, after;
+            tu_counters(&before);
+            MPI_Request req;
+            issue(&s, &L, F_NONBLOCKING, a.ptr, b.ptr, &req);
+            wait_ok(&req, "first nonblocking call");
+            tu_counters(&after);
+            const gpucoll_path_t want = k == 0 ? GPUCOLL_PATH_STAGED : GPUCOLL_PATH_ACCELERATED;
+            TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][want] ==
+                         before.forms[GPUCOLL_FORM_NONBLOCKING][want] + 1,
+                     "nonblocking allreduce %s the first blocking call: expected %s",
+                     k == 0 ? "before" : "after", gpucoll_path_name(want));
+            if (k == 0) { /* sets the accelerated path up */
+                int one = 1, sum = 0;
+                MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, fresh);
+            }
+        }
+        tu_buf_free(&a);
+        tu_buf_free(&b);
+        MPI_Comm_free(&fresh);
+        int one = 1, sum = 0; /* the same for MPI_COMM_WORLD, before the cases below */
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+
     MPI_Comm ring; /* left and right neighbors (itself twice on one rank) */
     {
         int dims[1] = {tu.world_size}, periods[1] = {1};

@@ -407,6 +407,10 @@ typedef struct mca_coll_gpucoll_request_t {
     struct mca_coll_gpucoll_module_t* module;
     mca_coll_gpucoll_args_t args;
     struct mca_coll_gpucoll_request_t* next; /* in the list of calls in flight */
+    /* persistent requests of the accelerated collectives */
+    gpucoll_call_t call; /* accelerated: the call each MPI_Start hands the core */
+    bool accelerated;    /* each start goes to the core (else to the saved request) */
+    bool post_decline;   /* each start posts this rank's decline to the core first */
 } mca_coll_gpucoll_request_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpucoll_request_t);
@@ -448,6 +452,72 @@ int mca_coll_gpucoll_nonblocking_start(struct mca_coll_gpucoll_module_t* m,
                                        ompi_request_t** request);
 void mca_coll_gpucoll_nonblocking_fini(void);
 extern bool mca_coll_gpucoll_in_progress_callback;
+/* A persistent request whose starts go to the core (staging described, not
+ * allocated: only a declined start stages). */
+int mca_coll_gpucoll_request_new_accelerated(struct ompi_communicator_t* comm,
+                                             const mca_coll_gpucoll_staging_t* staging,
+                                             mca_coll_gpucoll_request_t** out);
+int mca_coll_gpucoll_request_restart_inner(mca_coll_gpucoll_request_t* r);
+/* Starts of persistent requests on the accelerated path (MPI_Start). */
+int mca_coll_gpucoll_nonblocking_start_persistent(mca_coll_gpucoll_request_t* r);
+/* <name>_init of the accelerated collectives. */
+int mca_coll_gpucoll_accel_allreduce_init(const void* sbuf, void* rbuf, int count,
+                                          struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                          struct ompi_communicator_t* comm,
+                                          struct ompi_info_t* info, ompi_request_t** request,
+                                          mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_allreduce_init(const void* sbuf, void* rbuf, int count,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm,
+                                           struct ompi_info_t* info, ompi_request_t** request,
+                                           mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_bcast_init(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                                      struct ompi_communicator_t* comm, struct ompi_info_t* info,
+                                      ompi_request_t** request, mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_bcast_init(void* buf, int count, struct ompi_datatype_t* dtype,
+                                       int root, struct ompi_communicator_t* comm,
+                                       struct ompi_info_t* info, ompi_request_t** request,
+                                       mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_allgather_init(const void* sbuf, int scount,
+                                          struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                          struct ompi_datatype_t* rdtype,
+                                          struct ompi_communicator_t* comm,
+                                          struct ompi_info_t* info, ompi_request_t** request,
+                                          mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_allgather_init(const void* sbuf, int scount,
+                                           struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                           struct ompi_datatype_t* rdtype,
+                                           struct ompi_communicator_t* comm,
+                                           struct ompi_info_t* info, ompi_request_t** request,
+                                           mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_reduce_scatter_init(const void* sbuf, void* rbuf, const int* rcounts,
+                                               struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                               struct ompi_communicator_t* comm,
+                                               struct ompi_info_t* info, ompi_request_t** request,
+                                               mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_reduce_scatter_init(const void* sbuf, void* rbuf, const int* rcounts,
+                                                struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                                struct ompi_communicator_t* comm,
+                                                struct ompi_info_t* info, ompi_request_t** request,
+                                                mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_reduce_scatter_block_init(
+    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+    struct ompi_communicator_t* comm, struct ompi_info_t* info, ompi_request_t** request,
+    mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_reduce_scatter_block_init(
+    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+    struct ompi_communicator_t* comm, struct ompi_info_t* info, ompi_request_t** request,
+    mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_reduce_init(const void* sbuf, void* rbuf, int count,
+                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                       int root, struct ompi_communicator_t* comm,
+                                       struct ompi_info_t* info, ompi_request_t** request,
+                                       mca_coll_base_module_t* module);
+int mca_coll_gpucoll_staged_reduce_init(const void* sbuf, void* rbuf, int count,
+                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                        int root, struct ompi_communicator_t* comm,
+                                        struct ompi_info_t* info, ompi_request_t** request,
+                                        mca_coll_base_module_t* module);
 /* i<name> of the accelerated collectives: accelerated where the communicator
  * allows it, else staged. */
 int mca_coll_gpucoll_accel_iallreduce(const void* sbuf, void* rbuf, int count,

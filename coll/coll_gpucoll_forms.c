@@ -86,46 +86,47 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
         return mca_coll_gpucoll_request_launch(r, rc, inner, request);                            \
     }
 
-/* Persistent form <name>_init, staged. */
-#define GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)                                     \
-    static int coll_gpucoll_##name##_init(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, \
-                                          struct ompi_info_t* info, ompi_request_t** request,    \
-                                          mca_coll_base_module_t* module) {                      \
-        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                       \
-        if (mca_coll_gpucoll_in_host(m))                                                         \
-            return m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,               \
-                                         m->prev_##name##_init_module);                          \
-        mca_coll_gpucoll_staging_t stage, *st = &stage;                                          \
-        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                             \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                              \
-            gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                               \
-            mca_coll_gpucoll_enter_host(m);                                                      \
-            rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,                 \
-                                       m->prev_##name##_init_module);                            \
-            mca_coll_gpucoll_leave_host(m);                                                      \
-            return rc;                                                                           \
-        }                                                                                        \
-        mca_coll_gpucoll_request_t* r = NULL;                                                    \
-        rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                   \
-        if (OMPI_SUCCESS != rc) return rc;                                                       \
-        st = &r->staging;                                                                        \
-        ompi_request_t* inner = NULL;                                                            \
-        mca_coll_gpucoll_enter_host(m);                                                          \
-        rc = m->prev_##name##_init(GPUCOLL_UNPACK HOST_ARGS, comm, info, &inner,                 \
-                                   m->prev_##name##_init_module);                                \
-        mca_coll_gpucoll_leave_host(m);                                                          \
-        return mca_coll_gpucoll_request_launch(r, rc, inner, request);                           \
+/* Persistent form <name>_init, staged (FNAME: the function's name). */
+#define GPUCOLL_DEFINE_INIT_F(FNAME, name, id, DECL, ARGS, HOST_ARGS)                          \
+    int FNAME(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, struct ompi_info_t* info, \
+              ompi_request_t** request, mca_coll_base_module_t* module) {                      \
+        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                     \
+        if (mca_coll_gpucoll_in_host(m))                                                       \
+            return m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,             \
+                                         m->prev_##name##_init_module);                        \
+        mca_coll_gpucoll_staging_t stage, *st = &stage;                                        \
+        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);              \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                           \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                            \
+            gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                             \
+            mca_coll_gpucoll_enter_host(m);                                                    \
+            rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,               \
+                                       m->prev_##name##_init_module);                          \
+            mca_coll_gpucoll_leave_host(m);                                                    \
+            return rc;                                                                         \
+        }                                                                                      \
+        mca_coll_gpucoll_request_t* r = NULL;                                                  \
+        rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                 \
+        if (OMPI_SUCCESS != rc) return rc;                                                     \
+        st = &r->staging;                                                                      \
+        ompi_request_t* inner = NULL;                                                          \
+        mca_coll_gpucoll_enter_host(m);                                                        \
+        rc = m->prev_##name##_init(GPUCOLL_UNPACK HOST_ARGS, comm, info, &inner,               \
+                                   m->prev_##name##_init_module);                              \
+        mca_coll_gpucoll_leave_host(m);                                                        \
+        return mca_coll_gpucoll_request_launch(r, rc, inner, request);                         \
     }
 
-#define GPUCOLL_DEFINE_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)                \
-    static GPUCOLL_DEFINE_I(coll_gpucoll_i##name, name, id, DECL, ARGS, HOST_ARGS) \
-        GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)
+#define GPUCOLL_DEFINE_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)                             \
+    static GPUCOLL_DEFINE_I(coll_gpucoll_i##name, name, id, DECL, ARGS,                         \
+                            HOST_ARGS) static GPUCOLL_DEFINE_INIT_F(coll_gpucoll_##name##_init, \
+                                                                    name, id, DECL, ARGS,       \
+                                                                    HOST_ARGS)
 /* The collectives with an accelerated path: the staged i<name> is called by
  * mca_coll_gpucoll_accel_i<name> (coll_gpucoll_nonblocking.c). */
 #define GPUCOLL_DEFINE_STAGED_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)             \
     GPUCOLL_DEFINE_I(mca_coll_gpucoll_staged_i##name, name, id, DECL, ARGS, HOST_ARGS) \
-    GPUCOLL_DEFINE_INIT(name, id, DECL, ARGS, HOST_ARGS)
+    GPUCOLL_DEFINE_INIT_F(mca_coll_gpucoll_staged_##name##_init, name, id, DECL, ARGS, HOST_ARGS)
 
 #define GPUCOLL_DEFINE_ALL_FORMS(name, id, DECL, ARGS, HOST_ARGS) \
     GPUCOLL_DEFINE_BLOCKING(name, id, DECL, ARGS, HOST_ARGS)      \
@@ -243,7 +244,7 @@ GPUCOLL_DEFINE_ALL_FORMS(neighbor_alltoallw, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW,
     m->super.coll_##name##_init = coll_gpucoll_##name##_init;
 #define GPUCOLL_INSTALL_ACCEL_FORMS(name, type, id)         \
     m->super.coll_i##name = mca_coll_gpucoll_accel_i##name; \
-    m->super.coll_##name##_init = coll_gpucoll_##name##_init;
+    m->super.coll_##name##_init = mca_coll_gpucoll_accel_##name##_init;
 #define GPUCOLL_INSTALL_ALL(name, type, id)     \
     m->super.coll_##name = coll_gpucoll_##name; \
     GPUCOLL_INSTALL_FORMS(name, type, id)

@@ -107,13 +107,70 @@ static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
     return OMPI_SUCCESS;
 }
 
+/* A start of a persistent request declined on every rank: the saved
+ * module's persistent request on pinned host copies, made at the first such
+ * start under the tag reserved at init (where the other ranks' saved module
+ * took it), then started like theirs. */
+static int gpucoll_start_declined_persistent(mca_coll_gpucoll_request_t* r) {
+    if (NULL == r->inner) {
+        mca_coll_gpucoll_module_t* m = r->module;
+        struct ompi_communicator_t* comm = r->comm;
+        mca_coll_gpucoll_staging_t* st = &r->staging;
+        mca_coll_gpucoll_args_t* a = &r->args;
+        int rc = mca_coll_gpucoll_staging_alloc(st, false);
+        if (OMPI_SUCCESS != rc) return rc;
+        ompi_request_t* inner = NULL;
+        const int32_t tag = comm->c_nbc_tag;
+        comm->c_nbc_tag = r->nbc_tag;
+        mca_coll_gpucoll_enter_host(m);
+        char* s0 = st->buf[0].host;
+        char* s1 = st->buf[1].host;
+        struct ompi_info_t* info = &ompi_mpi_info_null.info;
+        switch (st->coll) {
+            case GPUCOLL_COLL_ALLREDUCE:
+                rc = m->prev_allreduce_init(s0, s1, a->count, a->dtype, a->op, comm, info, &inner,
+                                            m->prev_allreduce_init_module);
+                break;
+            case GPUCOLL_COLL_BCAST:
+                rc = m->prev_bcast_init(s0, a->count, a->dtype, a->root, comm, info, &inner,
+                                        m->prev_bcast_init_module);
+                break;
+            case GPUCOLL_COLL_ALLGATHER:
+                rc = m->prev_allgather_init(s0, a->scount, a->sdtype, s1, a->count, a->dtype, comm,
+                                            info, &inner, m->prev_allgather_init_module);
+                break;
+            case GPUCOLL_COLL_REDUCE_SCATTER:
+                rc = m->prev_reduce_scatter_init(s0, s1, a->rcounts, a->dtype, a->op, comm, info,
+                                                 &inner, m->prev_reduce_scatter_init_module);
+                break;
+            case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+                rc = m->prev_reduce_scatter_block_init(s0, s1, a->count, a->dtype, a->op, comm,
+                                                       info, &inner,
+                                                       m->prev_reduce_scatter_block_init_module);
+                break;
+            case GPUCOLL_COLL_REDUCE:
+                rc = m->prev_reduce_init(s0, s1, a->count, a->dtype, a->op, a->root, comm, info,
+                                         &inner, m->prev_reduce_init_module);
+                break;
+            default:
+                rc = OMPI_ERR_NOT_SUPPORTED;
+        }
+        mca_coll_gpucoll_leave_host(m);
+        comm->c_nbc_tag = tag;
+        if (OMPI_SUCCESS != rc) return rc;
+        r->inner = inner;
+    }
+    return mca_coll_gpucoll_request_restart_inner(r);
+}
+
 /* r's call ended in the core with status: complete r, or start it declined. */
 static void gpucoll_conclude(mca_coll_gpucoll_request_t* r, int status) {
     gpucoll_pending_free(r->pending);
     r->pending = NULL;
     int rc = OMPI_SUCCESS;
     if (GPUCOLL_DECLINED == status) {
-        rc = gpucoll_start_declined(r);
+        rc = r->super.super.req_persistent ? gpucoll_start_declined_persistent(r)
+                                           : gpucoll_start_declined(r);
         if (OMPI_SUCCESS == rc) return; /* completes with the saved module's request */
     } else if (GPUCOLL_SUCCESS != status) {
         rc = mca_coll_gpucoll_core_error(gpucoll_coll_name(r->staging.coll), status);
@@ -187,6 +244,35 @@ int mca_coll_gpucoll_nonblocking_decline(mca_coll_gpucoll_module_t* m, gpucoll_c
     return GPUCOLL_SUCCESS == rc ? OMPI_SUCCESS : mca_coll_gpucoll_core_error("decline", rc);
 }
 
+static void gpucoll_track(mca_coll_gpucoll_request_t* r) {
+    while (atomic_flag_test_and_set_explicit(&gpucoll_active_lock, memory_order_acquire)) {
+    }
+    if (!gpucoll_progress_registered) {
+        opal_progress_register(gpucoll_nonblocking_progress);
+        gpucoll_progress_registered = true;
+    }
+    r->next = gpucoll_active; /* order does not matter: each call's queue is in order */
+    gpucoll_active = r;
+    atomic_flag_clear_explicit(&gpucoll_active_lock, memory_order_release);
+}
+
+int mca_coll_gpucoll_nonblocking_start_persistent(mca_coll_gpucoll_request_t* r) {
+    mca_coll_gpucoll_module_t* m = r->module;
+    if (1 != m->core_state) { /* torn down by MPI_Comm_free: on every rank */
+        const int rc = gpucoll_start_declined_persistent(r);
+        if (OMPI_SUCCESS != rc) mca_coll_gpucoll_request_complete(r, rc);
+        return rc;
+    }
+    const int rc = gpucoll_comm_start(m->core, &r->call, GPUCOLL_FORM_PERSISTENT, &r->pending);
+    if (GPUCOLL_SUCCESS != rc) {
+        const int orc = mca_coll_gpucoll_core_error(gpucoll_coll_name(r->call.coll), rc);
+        mca_coll_gpucoll_request_complete(r, orc);
+        return orc;
+    }
+    gpucoll_track(r);
+    return OMPI_SUCCESS;
+}
+
 int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
                                        struct ompi_communicator_t* comm, gpucoll_comm_t* core,
                                        const gpucoll_call_t* call,
@@ -198,6 +284,7 @@ int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
     if (OMPI_SUCCESS != rc) return rc;
     r->module = m;
     r->args = *args;
+    r->args.counts = NULL; /* the caller's, freed once the core has its copy */
     r->nbc_tag = gpucoll_reserve_nbc_tag(comm);
     rc = gpucoll_comm_start(core, call, GPUCOLL_FORM_NONBLOCKING, &r->pending);
     if (GPUCOLL_SUCCESS != rc) {
@@ -205,15 +292,7 @@ int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
         return mca_coll_gpucoll_core_error(gpucoll_coll_name(call->coll), rc);
     }
     *request = &r->super.super;
-    while (atomic_flag_test_and_set_explicit(&gpucoll_active_lock, memory_order_acquire)) {
-    }
-    if (!gpucoll_progress_registered) {
-        opal_progress_register(gpucoll_nonblocking_progress);
-        gpucoll_progress_registered = true;
-    }
-    r->next = gpucoll_active; /* order does not matter: each call's queue is in order */
-    gpucoll_active = r;
-    atomic_flag_clear_explicit(&gpucoll_active_lock, memory_order_release);
+    gpucoll_track(r);
     return OMPI_SUCCESS;
 }
 
@@ -369,3 +448,88 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
                        (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op, int root),
                        (sbuf, rbuf, count, dtype, op, root), _)
+
+/* <name>_init on the accelerated path where the communicator has one. A
+ * rank whose buffers are all device memory gets a request whose every start
+ * goes to the core; the others (host memory, an ineligible call) get the
+ * saved module's request, staged or not, whose every start first posts
+ * this rank's decline, since the device ranks wait for every rank's post. */
+#define GPUCOLL_DEFINE_INIT_ACCEL(name, DECL, ARGS)                                                \
+    int mca_coll_gpucoll_accel_##name##_init(                                                      \
+        GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, struct ompi_info_t* info,           \
+        ompi_request_t** request, mca_coll_base_module_t* module) {                                \
+        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
+        gpucoll_comm_t* core =                                                                     \
+            mca_coll_gpucoll_in_host(m) ? NULL : mca_coll_gpucoll_nonblocking_core(m, comm);       \
+        if (NULL == core)                                                                          \
+            return mca_coll_gpucoll_staged_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request, \
+                                                         module);                                  \
+        mca_coll_gpucoll_staging_t stage, *st = &stage;                                            \
+        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                  \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                               \
+        gpucoll_call_t call = {0};                                                                 \
+        mca_coll_gpucoll_args_t args = {0};                                                        \
+        const bool staged = MCA_COLL_GPUCOLL_DESCRIBE_STAGE == rc;                                 \
+        const bool all_device =                                                                    \
+            staged && build_##name(&call, &args, GPUCOLL_UNPACK ARGS, comm) && call.eligible;      \
+        mca_coll_gpucoll_request_t* r = NULL;                                                      \
+        if (all_device) {                                                                          \
+            call.on_device = 1;                                                                    \
+            rc = mca_coll_gpucoll_request_new_accelerated(comm, st, &r);                           \
+            if (OMPI_SUCCESS != rc) {                                                              \
+                free(args.counts);                                                                 \
+                return rc;                                                                         \
+            }                                                                                      \
+            r->module = m;                                                                         \
+            r->args = args; /* keeps counts: the core copies them at each start */                 \
+            r->call = call;                                                                        \
+            r->nbc_tag = gpucoll_reserve_nbc_tag(comm);                                            \
+            *request = &r->super.super;                                                            \
+            return OMPI_SUCCESS;                                                                   \
+        }                                                                                          \
+        free(args.counts);                                                                         \
+        if (staged) { /* the staged request, posting declines */                                   \
+            rc = mca_coll_gpucoll_staged_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,   \
+                                                       module);                                    \
+            if (OMPI_SUCCESS == rc) {                                                              \
+                r = (mca_coll_gpucoll_request_t*)*request;                                         \
+                r->module = m;                                                                     \
+                r->post_decline = true;                                                            \
+            }                                                                                      \
+            return rc;                                                                             \
+        }                                                                                          \
+        /* host buffers: the saved request on them, wrapped */                                     \
+        rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                     \
+        if (OMPI_SUCCESS != rc) return rc;                                                         \
+        r->module = m;                                                                             \
+        r->post_decline = true;                                                                    \
+        ompi_request_t* inner = NULL;                                                              \
+        mca_coll_gpucoll_enter_host(m);                                                            \
+        rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, &inner,                        \
+                                   m->prev_##name##_init_module);                                  \
+        mca_coll_gpucoll_leave_host(m);                                                            \
+        return mca_coll_gpucoll_request_launch(r, rc, inner, request);                             \
+    }
+
+GPUCOLL_DEFINE_INIT_ACCEL(allreduce,
+                          (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
+                           struct ompi_op_t* op),
+                          (sbuf, rbuf, count, dtype, op))
+GPUCOLL_DEFINE_INIT_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+                          (buf, count, dtype, root))
+GPUCOLL_DEFINE_INIT_ACCEL(allgather,
+                          (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
+                           int rcount, struct ompi_datatype_t* rdtype),
+                          (sbuf, scount, sdtype, rbuf, rcount, rdtype))
+GPUCOLL_DEFINE_INIT_ACCEL(reduce_scatter,
+                          (const void* sbuf, void* rbuf, const int* rcounts,
+                           struct ompi_datatype_t* dtype, struct ompi_op_t* op),
+                          (sbuf, rbuf, rcounts, dtype, op))
+GPUCOLL_DEFINE_INIT_ACCEL(reduce_scatter_block,
+                          (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
+                           struct ompi_op_t* op),
+                          (sbuf, rbuf, rcount, dtype, op))
+GPUCOLL_DEFINE_INIT_ACCEL(reduce,
+                          (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
+                           struct ompi_op_t* op, int root),
+                          (sbuf, rbuf, count, dtype, op, root))

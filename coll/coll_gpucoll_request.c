@@ -30,6 +30,9 @@ static void gpucoll_request_construct(mca_coll_gpucoll_request_t* r) {
     r->module = NULL;
     memset(&r->args, 0, sizeof r->args);
     r->next = NULL;
+    memset(&r->call, 0, sizeof r->call);
+    r->accelerated = false;
+    r->post_decline = false;
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpucoll_request_t, ompi_coll_base_nbc_request_t,
@@ -59,6 +62,8 @@ static int gpucoll_inner_complete(ompi_request_t* inner) {
 }
 
 static void gpucoll_request_release(mca_coll_gpucoll_request_t* r) {
+    free(r->args.counts); /* persistent accelerated requests keep theirs */
+    r->args.counts = NULL;
     if (NULL != r->pending) gpucoll_pending_free(r->pending);
     r->pending = NULL;
     if (NULL != r->inner) ompi_request_free(&r->inner);
@@ -99,6 +104,21 @@ static int gpucoll_request_start(size_t count, ompi_request_t** requests) {
         req->req_complete = REQUEST_PENDING;
         req->req_status.MPI_ERROR = OMPI_SUCCESS;
         r->staging.copied = 0;
+        if (r->accelerated) {
+            const int arc = mca_coll_gpucoll_nonblocking_start_persistent(r);
+            if (OMPI_SUCCESS != arc && OMPI_SUCCESS == first_error) first_error = arc;
+            continue;
+        }
+        if (r->post_decline && NULL != r->module && 1 == r->module->core_state &&
+            !r->module->uniform_memory) {
+            /* the device ranks' starts wait for every rank's post */
+            const int drc = gpucoll_comm_start_decline(r->module->core);
+            if (GPUCOLL_SUCCESS != drc) {
+                gpucoll_request_finish(r, mca_coll_gpucoll_core_error("decline", drc));
+                if (OMPI_SUCCESS == first_error) first_error = OMPI_ERROR;
+                continue;
+            }
+        }
         int rc = mca_coll_gpucoll_staging_copy_in(&r->staging);
         if (OMPI_SUCCESS == rc)
             mca_coll_gpucoll_staging_record(&r->staging, GPUCOLL_FORM_PERSISTENT);
@@ -168,6 +188,33 @@ int mca_coll_gpucoll_request_new_deferred(struct ompi_communicator_t* comm,
                                           mca_coll_gpucoll_request_t** out) {
     *out = gpucoll_request_create(comm, staging, false);
     return NULL == *out ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
+}
+
+int mca_coll_gpucoll_request_new_accelerated(struct ompi_communicator_t* comm,
+                                             const mca_coll_gpucoll_staging_t* staging,
+                                             mca_coll_gpucoll_request_t** out) {
+    mca_coll_gpucoll_request_t* r = gpucoll_request_create(comm, staging, true);
+    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
+    r->accelerated = true;
+    *out = r;
+    return OMPI_SUCCESS;
+}
+
+/* A persistent saved request (the fallback of an accelerated one) restarts
+ * after r's host copies are filled: run it, completing r after it. */
+int mca_coll_gpucoll_request_restart_inner(mca_coll_gpucoll_request_t* r) {
+    int rc = mca_coll_gpucoll_staging_copy_in(&r->staging);
+    if (OMPI_SUCCESS != rc) return rc;
+    mca_coll_gpucoll_staging_record(&r->staging, GPUCOLL_FORM_PERSISTENT);
+    if (NULL == r->inner || NULL == r->inner->req_start) {
+        gpucoll_request_finish(r, OMPI_SUCCESS);
+        return OMPI_SUCCESS;
+    }
+    r->inner->req_complete_cb = gpucoll_inner_complete;
+    r->inner->req_complete_cb_data = r;
+    rc = r->inner->req_start(1, &r->inner);
+    if (OMPI_SUCCESS != rc) r->inner->req_complete_cb = NULL;
+    return rc;
 }
 
 void mca_coll_gpucoll_request_attach(mca_coll_gpucoll_request_t* r, ompi_request_t* inner) {

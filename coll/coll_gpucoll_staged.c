@@ -339,6 +339,10 @@ int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c) {
 }
 
 void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form_t form) {
+    if (!c->buf[0].device && !c->buf[1].device) { /* a host request that posts declines */
+        gpucoll_counters_record_form(c->coll, GPUCOLL_PATH_DELEGATED, form, 0, "delegated");
+        return;
+    }
     gpucoll_counters_record_form(c->coll, GPUCOLL_PATH_STAGED, form, c->copied, "staged");
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
                     "%s (%s): staged (buffer 0: %s %zu B, buffer 1: %s %zu B), %llu B copied in",

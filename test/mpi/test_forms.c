@@ -346,10 +346,11 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
         }
         /* The path: staged where this rank passed device memory, delegated
          * otherwise (persistent host requests are counted at init). */
-        /* Nonblocking allreduce, bcast, allgather, reduce_scatter(_block) and
-         * reduce with every rank on device memory and a plain datatype: the
-         * accelerated path. Mixed kinds: declined on every rank, staged. */
-        const int accelerated = form == F_NONBLOCKING && s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
+        /* Nonblocking and persistent allreduce, bcast, allgather,
+         * reduce_scatter(_block) and reduce with every rank on device memory
+         * and a plain datatype: the accelerated path. Mixed kinds: declined
+         * on every rank, staged. */
+        const int accelerated = form != F_BLOCKING && s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
                                 (mode == M_DEVICE || (mode == M_MIXED && L.n == 1)) && !s->strided;
         const gpucoll_path_t want = accelerated        ? GPUCOLL_PATH_ACCELERATED
                                     : mem == TU_DEVICE ? GPUCOLL_PATH_STAGED

@@ -252,8 +252,21 @@ int mca_coll_gpucoll_staging_copy_in(mca_coll_gpucoll_staging_t* c);
 int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c);
 void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form_t form);
 void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c);
+/* A blocking staged call: host copies (the shared pinned slots where free)
+ * and the inputs copied in; then, after the saved function ran with status
+ * rc, the results copied back, the call counted, the copies released.
+ * Returns rc, or MPI_ERR_BUFFER for a refused buffer. */
+int mca_coll_gpucoll_staging_begin(mca_coll_gpucoll_staging_t* c);
+int mca_coll_gpucoll_staging_end(mca_coll_gpucoll_staging_t* c, int rc);
 /* Frees the pinned buffers nonblocking calls keep for reuse (component close). */
 void mca_coll_gpucoll_staging_pool_release(void);
+
+/* Counts a call this rank hands to the saved module untouched. */
+static inline void mca_coll_gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t form) {
+    gpucoll_counters_record_form(coll, GPUCOLL_PATH_DELEGATED, form, 0, "delegated");
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, "%s (%s): host buffers, delegated",
+                    gpucoll_coll_name(coll), gpucoll_form_name(form));
+}
 
 static inline bool mca_coll_gpucoll_is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
@@ -283,6 +296,9 @@ int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c
 int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
                                      int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                      int root, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_reduce_local(mca_coll_gpucoll_staging_t* c, const void* inbuf,
+                                           void* inoutbuf, int count,
+                                           struct ompi_datatype_t* dtype);
 int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
                                          int scount, struct ompi_datatype_t* sdtype, void* rbuf,
                                          const int* rcounts, const int* displs,
@@ -574,33 +590,32 @@ int mca_coll_gpucoll_staged_ireduce(const void* sbuf, void* rbuf, int count,
  * results back. Returns an OMPI error code.
  * ------------------------------------------------------------------------- */
 
-int mca_coll_gpucoll_staged_allreduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, int count,
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m);
 int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, bool rdev,
-                                      int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
+                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, bool sdev, void* rbuf, bool rdev,
-                                           const int* rcounts, struct ompi_datatype_t* dtype,
-                                           struct ompi_op_t* op, struct ompi_communicator_t* comm,
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm,
                                            mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, bool sdev, void* rbuf, bool rdev,
-                                                 int rcount, struct ompi_datatype_t* dtype,
+int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
+                                                 struct ompi_datatype_t* dtype,
                                                  struct ompi_op_t* op,
                                                  struct ompi_communicator_t* comm,
                                                  mca_coll_gpucoll_module_t* m);
-/* rbuf/rdev: only significant at the root (the caller passes NULL/false elsewhere). */
-int mca_coll_gpucoll_staged_reduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+/* rbuf: only significant at the root. */
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* inoutbuf,
-                                         bool inoutdev, int count, struct ompi_datatype_t* dtype,
-                                         struct ompi_op_t* op, mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int count,
+                                         struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                         mca_coll_gpucoll_module_t* m);
 
 /* Calls into the saved host module are bracketed by these, so that a saved
  * algorithm that calls back through comm->c_coll (e.g. reduce_scatter built
@@ -639,6 +654,35 @@ void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datat
 void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
                                      struct ompi_datatype_t* dtype);
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m);
+
+/* The call each accelerated collective hands the core: fills *call (and *a,
+ * when not NULL, with what a late staged call needs); sdev/rdev: this rank's
+ * significant send/receive buffers are device memory. Returns whether every
+ * buffer this rank uses is device memory (else this rank declines).
+ * reduce_scatter: counts holds one entry per rank. */
+struct mca_coll_gpucoll_args;
+bool mca_coll_gpucoll_build_allreduce(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
+                                      bool sdev, bool rdev, const void* sbuf, void* rbuf, int count,
+                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op);
+bool mca_coll_gpucoll_build_bcast(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a, bool dev,
+                                  void* buf, int count, struct ompi_datatype_t* dtype, int root);
+bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
+                                      bool sdev, bool rdev, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      struct ompi_datatype_t* rdtype);
+bool mca_coll_gpucoll_build_reduce_scatter(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
+                                           bool sdev, bool rdev, size_t* counts, const void* sbuf,
+                                           void* rbuf, const int* rcounts,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm);
+bool mca_coll_gpucoll_build_reduce_scatter_block(gpucoll_call_t* call,
+                                                 struct mca_coll_gpucoll_args* a, bool sdev,
+                                                 bool rdev, const void* sbuf, void* rbuf,
+                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 struct ompi_op_t* op);
+bool mca_coll_gpucoll_build_reduce(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a, bool sdev,
+                                   bool rdev, bool at_root, const void* sbuf, void* rbuf, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root);
 
 /* Reports a failure of the core (gpucoll_last_error()) and returns OMPI_ERROR. */
 int mca_coll_gpucoll_core_error(const char* what, int status);

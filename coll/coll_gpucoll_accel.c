@@ -218,6 +218,111 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
                      ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
 }
 
+/* ---------------------------------------------------------------------------
+ * The call each collective hands the core (blocking and nonblocking alike)
+ * ------------------------------------------------------------------------- */
+
+/* Every buffer of this rank that the call uses is device memory. */
+static inline bool gpucoll_all_device(const void* sbuf, bool sdev, bool rdev) {
+    return (MPI_IN_PLACE == sbuf || sdev) && rdev;
+}
+
+static inline const void* gpucoll_send_of(const void* sbuf) {
+    return MPI_IN_PLACE == sbuf ? NULL : sbuf;
+}
+
+bool mca_coll_gpucoll_build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
+                                      bool rdev, const void* sbuf, void* rbuf, int count,
+                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLREDUCE,
+                             .sendbuf = gpucoll_send_of(sbuf),
+                             .recvbuf = rbuf,
+                             .count = (size_t)count};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    if (NULL != a) *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op};
+    return gpucoll_all_device(sbuf, sdev, rdev);
+}
+
+bool mca_coll_gpucoll_build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool dev,
+                                  void* buf, int count, struct ompi_datatype_t* dtype, int root) {
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
+    mca_coll_gpucoll_describe_bytes(call, (size_t)count, dtype);
+    if (NULL != a) *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .root = root};
+    return dev;
+}
+
+bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
+                                      bool rdev, const void* sbuf, int scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      struct ompi_datatype_t* rdtype) {
+    *call = (gpucoll_call_t){
+        .coll = GPUCOLL_COLL_ALLGATHER, .sendbuf = gpucoll_send_of(sbuf), .recvbuf = rbuf};
+    mca_coll_gpucoll_describe_bytes(call, (size_t)rcount, rdtype);
+    if (NULL != call->sendbuf) { /* the send side must be the same contiguous bytes */
+        gpucoll_call_t send = *call;
+        mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
+        call->eligible = call->eligible && send.eligible && send.count == call->count;
+    }
+    if (NULL != a)
+        *a = (mca_coll_gpucoll_args_t){
+            .count = rcount, .dtype = rdtype, .scount = scount, .sdtype = sdtype};
+    return gpucoll_all_device(sbuf, sdev, rdev);
+}
+
+bool mca_coll_gpucoll_build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
+                                           bool sdev, bool rdev, size_t* counts, const void* sbuf,
+                                           void* rbuf, const int* rcounts,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm) {
+    const int size = ompi_comm_size(comm);
+    for (int i = 0; i < size; ++i) counts[i] = (size_t)rcounts[i];
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER,
+                             .sendbuf = gpucoll_send_of(sbuf),
+                             .recvbuf = rbuf,
+                             .counts = counts};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    if (!call->eligible) { /* counts in bytes, as the call now describes bytes */
+        size_t tsize = 0;
+        ompi_datatype_type_size(dtype, &tsize);
+        for (int i = 0; i < size; ++i) counts[i] *= tsize;
+    }
+    if (NULL != a) {
+        a->rcounts = rcounts;
+        a->dtype = dtype;
+        a->op = op;
+    }
+    /* A zero block out of place: the receive buffer is not used at all. */
+    const bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
+    return gpucoll_all_device(sbuf, sdev, rsig ? rdev : true);
+}
+
+bool mca_coll_gpucoll_build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
+                                                 bool sdev, bool rdev, const void* sbuf, void* rbuf,
+                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 struct ompi_op_t* op) {
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                             .sendbuf = gpucoll_send_of(sbuf),
+                             .recvbuf = rbuf,
+                             .count = (size_t)rcount};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    if (NULL != a) *a = (mca_coll_gpucoll_args_t){.count = rcount, .dtype = dtype, .op = op};
+    return gpucoll_all_device(sbuf, sdev, rdev);
+}
+
+bool mca_coll_gpucoll_build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
+                                   bool rdev, bool at_root, const void* sbuf, void* rbuf, int count,
+                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root) {
+    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE,
+                             .sendbuf = gpucoll_send_of(sbuf),
+                             .recvbuf = at_root ? rbuf : NULL,
+                             .count = (size_t)count,
+                             .root = root};
+    mca_coll_gpucoll_describe_reduction(call, dtype, op);
+    if (NULL != a)
+        *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op, .root = root};
+    return gpucoll_all_device(sbuf, sdev, at_root ? rdev : true);
+}
+
 int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                              gpucoll_coll_t coll) {
     if (OMPI_COMM_IS_INTER(comm)) return OMPI_SUCCESS;

@@ -261,6 +261,17 @@ int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* 
     DONE(c);
 }
 
+/* reduce_local: inoutbuf = inbuf op inoutbuf. */
+int mca_coll_gpucoll_describe_reduce_local(mca_coll_gpucoll_staging_t* c, const void* inbuf,
+                                           void* inoutbuf, int count,
+                                           struct ompi_datatype_t* dtype) {
+    begin(c, GPUCOLL_COLL_REDUCE_LOCAL);
+    const gpucoll_extent_t e = extent_block((size_t)count, dtype);
+    set_buf(c, 0, inbuf, &e, true, NULL);
+    set_buf(c, 1, inoutbuf, &e, true, &e);
+    DONE(c);
+}
+
 /* ---------------------------------------------------------------------------
  * Collectives only the staged path serves
  * ------------------------------------------------------------------------- */

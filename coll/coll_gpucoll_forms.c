@@ -19,43 +19,32 @@
 #define S0 (st->buf[0].host)
 #define S1 (st->buf[1].host)
 
-static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t form) {
-    gpucoll_counters_record_form(coll, GPUCOLL_PATH_DELEGATED, form, 0, "delegated");
-    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, "%s (%s): host buffers, delegated",
-                    gpucoll_coll_name(coll), gpucoll_form_name(form));
-}
-
 /* Blocking form of a collective only the staged path serves. DECL: its
  * parameters before comm; ARGS: their names; HOST_ARGS: the same with the
  * buffers replaced by S0/S1. */
-#define GPUCOLL_DEFINE_BLOCKING(name, id, DECL, ARGS, HOST_ARGS)                            \
-    static int coll_gpucoll_##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,   \
-                                   mca_coll_base_module_t* module) {                        \
-        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                  \
-        if (mca_coll_gpucoll_in_host(m))                                                    \
-            return m->prev_##name(GPUCOLL_UNPACK ARGS, comm, m->prev_##name##_module);      \
-        mca_coll_gpucoll_staging_t stage, *st = &stage;                                     \
-        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);           \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                        \
-        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                         \
-            gpucoll_record_delegated(id, GPUCOLL_FORM_BLOCKING);                            \
-            mca_coll_gpucoll_enter_host(m);                                                 \
-            rc = m->prev_##name(GPUCOLL_UNPACK ARGS, comm, m->prev_##name##_module);        \
-            mca_coll_gpucoll_leave_host(m);                                                 \
-            return rc;                                                                      \
-        }                                                                                   \
-        rc = mca_coll_gpucoll_staging_alloc(st, true);                                      \
-        if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_in(st);                  \
-        if (OMPI_SUCCESS == rc) {                                                           \
-            mca_coll_gpucoll_enter_host(m);                                                 \
-            rc = m->prev_##name(GPUCOLL_UNPACK HOST_ARGS, comm, m->prev_##name##_module);   \
-            mca_coll_gpucoll_leave_host(m);                                                 \
-        }                                                                                   \
-        if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_out(st);                 \
-        if (OMPI_SUCCESS == rc && st->refused) rc = MPI_ERR_BUFFER;                         \
-        if (OMPI_SUCCESS == rc) mca_coll_gpucoll_staging_record(st, GPUCOLL_FORM_BLOCKING); \
-        mca_coll_gpucoll_staging_free(st);                                                  \
-        return rc;                                                                          \
+#define GPUCOLL_DEFINE_BLOCKING(name, id, DECL, ARGS, HOST_ARGS)                          \
+    static int coll_gpucoll_##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, \
+                                   mca_coll_base_module_t* module) {                      \
+        mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                \
+        if (mca_coll_gpucoll_in_host(m))                                                  \
+            return m->prev_##name(GPUCOLL_UNPACK ARGS, comm, m->prev_##name##_module);    \
+        mca_coll_gpucoll_staging_t stage, *st = &stage;                                   \
+        int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);         \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                      \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                       \
+            mca_coll_gpucoll_record_delegated(id, GPUCOLL_FORM_BLOCKING);                 \
+            mca_coll_gpucoll_enter_host(m);                                               \
+            rc = m->prev_##name(GPUCOLL_UNPACK ARGS, comm, m->prev_##name##_module);      \
+            mca_coll_gpucoll_leave_host(m);                                               \
+            return rc;                                                                    \
+        }                                                                                 \
+        rc = mca_coll_gpucoll_staging_begin(st);                                          \
+        if (OMPI_SUCCESS == rc) {                                                         \
+            mca_coll_gpucoll_enter_host(m);                                               \
+            rc = m->prev_##name(GPUCOLL_UNPACK HOST_ARGS, comm, m->prev_##name##_module); \
+            mca_coll_gpucoll_leave_host(m);                                               \
+        }                                                                                 \
+        return mca_coll_gpucoll_staging_end(st, rc);                                      \
     }
 
 /* Nonblocking form i<name>, staged (FNAME: the function's name). */
@@ -69,7 +58,7 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
         int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);                 \
         if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                              \
         if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                               \
-            gpucoll_record_delegated(id, GPUCOLL_FORM_NONBLOCKING);                               \
+            mca_coll_gpucoll_record_delegated(id, GPUCOLL_FORM_NONBLOCKING);                      \
             mca_coll_gpucoll_enter_host(m);                                                       \
             rc = m->prev_i##name(GPUCOLL_UNPACK ARGS, comm, request, m->prev_i##name##_module);   \
             mca_coll_gpucoll_leave_host(m);                                                       \
@@ -98,7 +87,7 @@ static inline void gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t 
         int rc = mca_coll_gpucoll_describe_##name(st, GPUCOLL_UNPACK ARGS, comm);              \
         if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                           \
         if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) {                                            \
-            gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                             \
+            mca_coll_gpucoll_record_delegated(id, GPUCOLL_FORM_PERSISTENT);                    \
             mca_coll_gpucoll_enter_host(m);                                                    \
             rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request,               \
                                        m->prev_##name##_init_module);                          \

@@ -26,12 +26,6 @@ static inline bool is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
 }
 
-/* Every buffer of this rank that the call uses is device memory (the
- * receive buffer of a non-root reduce arrives here as NULL with rdev true). */
-static inline bool all_device(const void* sbuf, bool sdev, bool rdev) {
-    return (MPI_IN_PLACE == sbuf || sdev) && rdev;
-}
-
 /* Runs the saved function: nested calls (from inside a saved algorithm) go
  * straight through; top-level calls are counted as delegated. */
 #define GPUCOLL_DELEGATE(m, name, coll_id, ...)                                            \
@@ -70,16 +64,13 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLREDUCE,
-                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                               .recvbuf = rbuf,
-                               .count = (size_t)count};
-        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
+        gpucoll_call_t call;
+        const bool all =
+            mca_coll_gpucoll_build_allreduce(&call, NULL, sdev, rdev, sbuf, rbuf, count, dtype, op);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_allreduce(sbuf, sdev, rbuf, rdev, count, dtype, op, comm,
-                                                     m);
+            return mca_coll_gpucoll_staged_allreduce(sbuf, rbuf, count, dtype, op, comm, m);
         }
     }
 delegate:
@@ -92,9 +83,9 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
     if (!mca_coll_gpucoll_in_host(m)) {
         bool dev = is_device(buf);
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
-        mca_coll_gpucoll_describe_bytes(&call, (size_t)count, dtype);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, dev);
+        gpucoll_call_t call;
+        const bool all = mca_coll_gpucoll_build_bcast(&call, NULL, dev, buf, count, dtype, root);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
@@ -110,37 +101,19 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_ALLGATHER,
-                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                               .recvbuf = rbuf};
-        mca_coll_gpucoll_describe_bytes(&call, (size_t)rcount, rdtype);
-        if (NULL != call.sendbuf) { /* the send side must be the same contiguous bytes */
-            gpucoll_call_t send = call;
-            mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
-            call.eligible = call.eligible && send.eligible && send.count == call.count;
-        }
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
+        gpucoll_call_t call;
+        const bool all = mca_coll_gpucoll_build_allgather(&call, NULL, sdev, rdev, sbuf, scount,
+                                                          sdtype, rbuf, rcount, rdtype);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_allgather(sbuf, sdev, scount, sdtype, rbuf, rdev, rcount,
-                                                     rdtype, comm, m);
+            return mca_coll_gpucoll_staged_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                                     comm, m);
         }
     }
 delegate:
     GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
                      rdtype, comm);
-}
-
-/* reduce_scatter on intercommunicators (each group's reduction scattered
- * over the other group) is not staged yet: device buffers there get an
- * error before Open MPI's coll/inter could touch them. */
-static int gpucoll_refuse_inter(struct ompi_communicator_t* comm, const char* coll) {
-    GPUCOLL_ERROR(
-        "%s on device buffers over intercommunicator %s is not supported by gpucoll "
-        "(coll/inter would read device memory on the CPU); merge the groups "
-        "(MPI_Intercomm_merge) or stage the buffers yourself",
-        coll, comm->c_name);
-    return MPI_ERR_UNSUPPORTED_OPERATION;
 }
 
 static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
@@ -155,27 +128,14 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
         size_t stack_counts[64];
         size_t* counts = size <= 64 ? stack_counts : malloc(sizeof(size_t) * (size_t)size);
         if (NULL == counts) return OMPI_ERR_OUT_OF_RESOURCE;
-        for (int i = 0; i < size; ++i) counts[i] = (size_t)rcounts[i];
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER,
-                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                               .recvbuf = rbuf,
-                               .counts = counts};
-        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        if (!call.eligible) { /* counts in bytes, as the call now describes bytes */
-            size_t tsize = 0;
-            ompi_datatype_type_size(dtype, &tsize);
-            for (int i = 0; i < size; ++i) counts[i] *= tsize;
-        }
-        /* A zero block out of place: the receive buffer is not used at all. */
-        bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
-        rc =
-            mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rsig ? rdev : true));
+        gpucoll_call_t call;
+        const bool all = mca_coll_gpucoll_build_reduce_scatter(
+            &call, NULL, sdev, rdev, counts, sbuf, rbuf, rcounts, dtype, op, comm);
+        rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (counts != stack_counts) free(counts);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
-            if (OMPI_COMM_IS_INTER(comm)) return gpucoll_refuse_inter(comm, "reduce_scatter");
-            return mca_coll_gpucoll_staged_reduce_scatter(sbuf, sdev, rbuf, rdev, rcounts, dtype,
-                                                          op, comm, m);
+            return mca_coll_gpucoll_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, m);
         }
     }
 delegate:
@@ -191,17 +151,14 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
-                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                               .recvbuf = rbuf,
-                               .count = (size_t)rcount};
-        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all_device(sbuf, sdev, rdev));
+        gpucoll_call_t call;
+        const bool all = mca_coll_gpucoll_build_reduce_scatter_block(&call, NULL, sdev, rdev, sbuf,
+                                                                     rbuf, rcount, dtype, op);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
-            if (OMPI_COMM_IS_INTER(comm)) return gpucoll_refuse_inter(comm, "reduce_scatter_block");
-            return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, sdev, rbuf, rdev, rcount,
-                                                                dtype, op, comm, m);
+            return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
+                                                                m);
         }
     }
 delegate:
@@ -231,18 +188,13 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
             sdev = false;
         }
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE);
-        gpucoll_call_t call = {.coll = GPUCOLL_COLL_REDUCE,
-                               .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                               .recvbuf = at_root ? rbuf : NULL,
-                               .count = (size_t)count,
-                               .root = root};
-        mca_coll_gpucoll_describe_reduction(&call, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call,
-                                             all_device(sbuf, sdev, at_root ? rdev : true));
+        gpucoll_call_t call;
+        const bool all = mca_coll_gpucoll_build_reduce(&call, NULL, sdev, rdev, at_root, sbuf, rbuf,
+                                                       count, dtype, op, root);
+        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
         if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
         if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_reduce(sbuf, sdev, rbuf, rdev, count, dtype, op, root,
-                                                  comm, m);
+            return mca_coll_gpucoll_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, m);
         }
     }
 delegate:
@@ -284,8 +236,7 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
             }
         }
         if (idev || iodev) {
-            return mca_coll_gpucoll_staged_reduce_local(inbuf, idev, inoutbuf, iodev, count, dtype,
-                                                        op, m);
+            return mca_coll_gpucoll_staged_reduce_local(inbuf, inoutbuf, count, dtype, op, m);
         }
     }
     GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, inbuf, inoutbuf, count, dtype, op);

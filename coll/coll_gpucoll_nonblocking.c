@@ -55,54 +55,79 @@ static atomic_flag gpucoll_active_lock = ATOMIC_FLAG_INIT;
  * (Open MPI's progress is not re-entrant). */
 bool mca_coll_gpucoll_in_progress_callback;
 
-/* The call was declined on every rank: the saved module's nonblocking call on
- * host copies, under the tag reserved at initiation. */
-static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
+/* The saved module's nonblocking call (persistent: its _init) of r's
+ * collective on r's host copies, under the libnbc tag r reserved. */
+static int gpucoll_saved_call(mca_coll_gpucoll_request_t* r, bool persistent,
+                              ompi_request_t** inner) {
     mca_coll_gpucoll_module_t* m = r->module;
     struct ompi_communicator_t* comm = r->comm;
-    mca_coll_gpucoll_staging_t* st = &r->staging;
-    mca_coll_gpucoll_args_t* a = &r->args;
-    int rc = mca_coll_gpucoll_staging_alloc(st, false);
-    if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_in(st);
-    if (OMPI_SUCCESS != rc) return rc;
-    mca_coll_gpucoll_staging_record(st, GPUCOLL_FORM_NONBLOCKING);
-    ompi_request_t* inner = NULL;
+    const mca_coll_gpucoll_args_t* a = &r->args;
+    char* s0 = r->staging.buf[0].host;
+    char* s1 = r->staging.buf[1].host;
+    struct ompi_info_t* info = &ompi_mpi_info_null.info;
+    int rc;
     const int32_t tag = comm->c_nbc_tag;
     comm->c_nbc_tag = r->nbc_tag; /* the saved module takes it */
     mca_coll_gpucoll_enter_host(m);
-    char* s0 = st->buf[0].host;
-    char* s1 = st->buf[1].host;
-    switch (st->coll) {
+    switch (r->staging.coll) {
         case GPUCOLL_COLL_ALLREDUCE:
-            rc = m->prev_iallreduce(s0, s1, a->count, a->dtype, a->op, comm, &inner,
-                                    m->prev_iallreduce_module);
+            rc = persistent ? m->prev_allreduce_init(s0, s1, a->count, a->dtype, a->op, comm, info,
+                                                     inner, m->prev_allreduce_init_module)
+                            : m->prev_iallreduce(s0, s1, a->count, a->dtype, a->op, comm, inner,
+                                                 m->prev_iallreduce_module);
             break;
         case GPUCOLL_COLL_BCAST:
-            rc = m->prev_ibcast(s0, a->count, a->dtype, a->root, comm, &inner,
-                                m->prev_ibcast_module);
+            rc = persistent ? m->prev_bcast_init(s0, a->count, a->dtype, a->root, comm, info, inner,
+                                                 m->prev_bcast_init_module)
+                            : m->prev_ibcast(s0, a->count, a->dtype, a->root, comm, inner,
+                                             m->prev_ibcast_module);
             break;
         case GPUCOLL_COLL_ALLGATHER:
-            rc = m->prev_iallgather(s0, a->scount, a->sdtype, s1, a->count, a->dtype, comm, &inner,
-                                    m->prev_iallgather_module);
+            rc = persistent
+                     ? m->prev_allgather_init(s0, a->scount, a->sdtype, s1, a->count, a->dtype,
+                                              comm, info, inner, m->prev_allgather_init_module)
+                     : m->prev_iallgather(s0, a->scount, a->sdtype, s1, a->count, a->dtype, comm,
+                                          inner, m->prev_iallgather_module);
             break;
         case GPUCOLL_COLL_REDUCE_SCATTER:
-            rc = m->prev_ireduce_scatter(s0, s1, a->rcounts, a->dtype, a->op, comm, &inner,
-                                         m->prev_ireduce_scatter_module);
+            rc = persistent
+                     ? m->prev_reduce_scatter_init(s0, s1, a->rcounts, a->dtype, a->op, comm, info,
+                                                   inner, m->prev_reduce_scatter_init_module)
+                     : m->prev_ireduce_scatter(s0, s1, a->rcounts, a->dtype, a->op, comm, inner,
+                                               m->prev_ireduce_scatter_module);
             break;
         case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
-            rc = m->prev_ireduce_scatter_block(s0, s1, a->count, a->dtype, a->op, comm, &inner,
-                                               m->prev_ireduce_scatter_block_module);
+            rc = persistent
+                     ? m->prev_reduce_scatter_block_init(s0, s1, a->count, a->dtype, a->op, comm,
+                                                         info, inner,
+                                                         m->prev_reduce_scatter_block_init_module)
+                     : m->prev_ireduce_scatter_block(s0, s1, a->count, a->dtype, a->op, comm, inner,
+                                                     m->prev_ireduce_scatter_block_module);
             break;
         case GPUCOLL_COLL_REDUCE:
-            rc = m->prev_ireduce(s0, s1, a->count, a->dtype, a->op, a->root, comm, &inner,
-                                 m->prev_ireduce_module);
+            rc = persistent ? m->prev_reduce_init(s0, s1, a->count, a->dtype, a->op, a->root, comm,
+                                                  info, inner, m->prev_reduce_init_module)
+                            : m->prev_ireduce(s0, s1, a->count, a->dtype, a->op, a->root, comm,
+                                              inner, m->prev_ireduce_module);
             break;
         default:
             rc = OMPI_ERR_NOT_SUPPORTED;
     }
     mca_coll_gpucoll_leave_host(m);
     comm->c_nbc_tag = tag;
+    return rc;
+}
+
+/* The call was declined on every rank: the saved module's nonblocking call
+ * on host copies, as the other ranks started it. */
+static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
+    mca_coll_gpucoll_staging_t* st = &r->staging;
+    int rc = mca_coll_gpucoll_staging_alloc(st, false);
+    if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_in(st);
     if (OMPI_SUCCESS != rc) return rc;
+    mca_coll_gpucoll_staging_record(st, GPUCOLL_FORM_NONBLOCKING);
+    ompi_request_t* inner = NULL;
+    if (OMPI_SUCCESS != (rc = gpucoll_saved_call(r, false, &inner))) return rc;
     mca_coll_gpucoll_request_attach(r, inner);
     return OMPI_SUCCESS;
 }
@@ -113,52 +138,9 @@ static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
  * took it), then started like theirs. */
 static int gpucoll_start_declined_persistent(mca_coll_gpucoll_request_t* r) {
     if (NULL == r->inner) {
-        mca_coll_gpucoll_module_t* m = r->module;
-        struct ompi_communicator_t* comm = r->comm;
-        mca_coll_gpucoll_staging_t* st = &r->staging;
-        mca_coll_gpucoll_args_t* a = &r->args;
-        int rc = mca_coll_gpucoll_staging_alloc(st, false);
+        int rc = mca_coll_gpucoll_staging_alloc(&r->staging, false);
+        if (OMPI_SUCCESS == rc) rc = gpucoll_saved_call(r, true, &r->inner);
         if (OMPI_SUCCESS != rc) return rc;
-        ompi_request_t* inner = NULL;
-        const int32_t tag = comm->c_nbc_tag;
-        comm->c_nbc_tag = r->nbc_tag;
-        mca_coll_gpucoll_enter_host(m);
-        char* s0 = st->buf[0].host;
-        char* s1 = st->buf[1].host;
-        struct ompi_info_t* info = &ompi_mpi_info_null.info;
-        switch (st->coll) {
-            case GPUCOLL_COLL_ALLREDUCE:
-                rc = m->prev_allreduce_init(s0, s1, a->count, a->dtype, a->op, comm, info, &inner,
-                                            m->prev_allreduce_init_module);
-                break;
-            case GPUCOLL_COLL_BCAST:
-                rc = m->prev_bcast_init(s0, a->count, a->dtype, a->root, comm, info, &inner,
-                                        m->prev_bcast_init_module);
-                break;
-            case GPUCOLL_COLL_ALLGATHER:
-                rc = m->prev_allgather_init(s0, a->scount, a->sdtype, s1, a->count, a->dtype, comm,
-                                            info, &inner, m->prev_allgather_init_module);
-                break;
-            case GPUCOLL_COLL_REDUCE_SCATTER:
-                rc = m->prev_reduce_scatter_init(s0, s1, a->rcounts, a->dtype, a->op, comm, info,
-                                                 &inner, m->prev_reduce_scatter_init_module);
-                break;
-            case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
-                rc = m->prev_reduce_scatter_block_init(s0, s1, a->count, a->dtype, a->op, comm,
-                                                       info, &inner,
-                                                       m->prev_reduce_scatter_block_init_module);
-                break;
-            case GPUCOLL_COLL_REDUCE:
-                rc = m->prev_reduce_init(s0, s1, a->count, a->dtype, a->op, a->root, comm, info,
-                                         &inner, m->prev_reduce_init_module);
-                break;
-            default:
-                rc = OMPI_ERR_NOT_SUPPORTED;
-        }
-        mca_coll_gpucoll_leave_host(m);
-        comm->c_nbc_tag = tag;
-        if (OMPI_SUCCESS != rc) return rc;
-        r->inner = inner;
     }
     return mca_coll_gpucoll_request_restart_inner(r);
 }
@@ -300,72 +282,41 @@ int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
  * The entry points: how each collective describes its call to the core
  * ------------------------------------------------------------------------- */
 
+/* The builders of coll_gpucoll_accel.c with the collectives' own parameter
+ * lists (the entry points below are generated from them). */
 static inline bool dev(const void* p) { return mca_coll_gpucoll_is_device(p); }
 
 static bool build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
                             void* rbuf, int count, struct ompi_datatype_t* dtype,
                             struct ompi_op_t* op, struct ompi_communicator_t* comm) {
     (void)comm;
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLREDUCE,
-                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                             .recvbuf = rbuf,
-                             .count = (size_t)count};
-    mca_coll_gpucoll_describe_reduction(call, dtype, op);
-    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op};
-    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+    return mca_coll_gpucoll_build_allreduce(call, a, dev(sbuf), dev(rbuf), sbuf, rbuf, count, dtype,
+                                            op);
 }
 
 static bool build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, void* buf, int count,
                         struct ompi_datatype_t* dtype, int root, struct ompi_communicator_t* comm) {
     (void)comm;
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
-    mca_coll_gpucoll_describe_bytes(call, (size_t)count, dtype);
-    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .root = root};
-    return dev(buf);
+    return mca_coll_gpucoll_build_bcast(call, a, dev(buf), buf, count, dtype, root);
 }
 
 static bool build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
                             int scount, struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
                             struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm) {
     (void)comm;
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLGATHER,
-                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                             .recvbuf = rbuf};
-    mca_coll_gpucoll_describe_bytes(call, (size_t)rcount, rdtype);
-    if (NULL != call->sendbuf) { /* the send side must be the same contiguous bytes */
-        gpucoll_call_t send = *call;
-        mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
-        call->eligible = call->eligible && send.eligible && send.count == call->count;
-    }
-    *a = (mca_coll_gpucoll_args_t){
-        .count = rcount, .dtype = rdtype, .scount = scount, .sdtype = sdtype};
-    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+    return mca_coll_gpucoll_build_allgather(call, a, dev(sbuf), dev(rbuf), sbuf, scount, sdtype,
+                                            rbuf, rcount, rdtype);
 }
 
+/* a->counts: allocated here, freed by the caller once the core has its copy
+ * (persistent requests keep it). */
 static bool build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
                                  void* rbuf, const int* rcounts, struct ompi_datatype_t* dtype,
                                  struct ompi_op_t* op, struct ompi_communicator_t* comm) {
-    const int size = ompi_comm_size(comm);
-    *a = (mca_coll_gpucoll_args_t){.rcounts = rcounts, .dtype = dtype, .op = op};
-    a->counts = malloc(sizeof(size_t) * (size_t)size); /* the core copies them */
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER,
-                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                             .recvbuf = rbuf,
-                             .counts = a->counts};
-    if (NULL == a->counts) {
-        call->eligible = 0;
-        return false;
-    }
-    for (int i = 0; i < size; ++i) a->counts[i] = (size_t)rcounts[i];
-    mca_coll_gpucoll_describe_reduction(call, dtype, op);
-    if (!call->eligible) { /* counts in bytes, as the call now describes bytes */
-        size_t tsize = 0;
-        ompi_datatype_type_size(dtype, &tsize);
-        for (int i = 0; i < size; ++i) a->counts[i] *= tsize;
-    }
-    /* A zero block out of place: the receive buffer is not used at all. */
-    const bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
-    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && (rsig ? dev(rbuf) : true);
+    a->counts = malloc(sizeof(size_t) * (size_t)ompi_comm_size(comm));
+    if (NULL == a->counts) return false; /* declined: staged */
+    return mca_coll_gpucoll_build_reduce_scatter(call, a, dev(sbuf), dev(rbuf), a->counts, sbuf,
+                                                 rbuf, rcounts, dtype, op, comm);
 }
 
 static bool build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
@@ -373,32 +324,21 @@ static bool build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_ar
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        struct ompi_communicator_t* comm) {
     (void)comm;
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
-                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                             .recvbuf = rbuf,
-                             .count = (size_t)rcount};
-    mca_coll_gpucoll_describe_reduction(call, dtype, op);
-    *a = (mca_coll_gpucoll_args_t){.count = rcount, .dtype = dtype, .op = op};
-    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && dev(rbuf);
+    return mca_coll_gpucoll_build_reduce_scatter_block(call, a, dev(sbuf), dev(rbuf), sbuf, rbuf,
+                                                       rcount, dtype, op);
 }
 
 static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
                          void* rbuf, int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                          int root, struct ompi_communicator_t* comm) {
-    const bool at_root = ompi_comm_rank(comm) == root;
-    *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE,
-                             .sendbuf = MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                             .recvbuf = at_root ? rbuf : NULL,
-                             .count = (size_t)count,
-                             .root = root};
-    mca_coll_gpucoll_describe_reduction(call, dtype, op);
-    *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .op = op, .root = root};
-    return (MPI_IN_PLACE == sbuf || dev(sbuf)) && (at_root ? dev(rbuf) : true);
+    const bool at_root = ompi_comm_rank(comm) == root; /* intracommunicators only */
+    return mca_coll_gpucoll_build_reduce(call, a, dev(sbuf), dev(rbuf), at_root, sbuf, rbuf, count,
+                                         dtype, op, root);
 }
 
 /* i<name> on the accelerated path where the communicator has one, else
  * staged (coll_gpucoll_forms.c: mca_coll_gpucoll_staged_i<name>). */
-#define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS, HOST_ARGS)                                        \
+#define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS)                                                   \
     int mca_coll_gpucoll_accel_i##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,      \
                                        ompi_request_t** request, mca_coll_base_module_t* module) { \
         mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
@@ -411,13 +351,21 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
         if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == rc) return st->error;                               \
         gpucoll_call_t call = {0};                                                                 \
         mca_coll_gpucoll_args_t args = {0};                                                        \
-        const bool all_device = MCA_COLL_GPUCOLL_DESCRIBE_STAGE == rc &&                           \
-                                build_##name(&call, &args, GPUCOLL_UNPACK ARGS, comm) &&           \
-                                call.eligible;                                                     \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) { /* no device buffer: Open MPI's own */         \
+            rc = mca_coll_gpucoll_nonblocking_decline(m, core);                                    \
+            if (OMPI_SUCCESS != rc) return rc;                                                     \
+            mca_coll_gpucoll_record_delegated(st->coll, GPUCOLL_FORM_NONBLOCKING);                 \
+            mca_coll_gpucoll_enter_host(m);                                                        \
+            rc = m->prev_i##name(GPUCOLL_UNPACK ARGS, comm, request, m->prev_i##name##_module);    \
+            mca_coll_gpucoll_leave_host(m);                                                        \
+            return rc;                                                                             \
+        }                                                                                          \
+        const bool all_device =                                                                    \
+            build_##name(&call, &args, GPUCOLL_UNPACK ARGS, comm) && call.eligible;                \
         if (all_device) {                                                                          \
             call.on_device = 1;                                                                    \
             rc = mca_coll_gpucoll_nonblocking_start(m, comm, core, &call, st, &args, request);     \
-        } else {                                                                                   \
+        } else { /* declined everywhere: staged */                                                 \
             rc = mca_coll_gpucoll_nonblocking_decline(m, core);                                    \
             if (OMPI_SUCCESS == rc)                                                                \
                 rc = mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);  \
@@ -429,25 +377,25 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
 GPUCOLL_DEFINE_I_ACCEL(allreduce,
                        (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op),
-                       (sbuf, rbuf, count, dtype, op), _)
+                       (sbuf, rbuf, count, dtype, op))
 GPUCOLL_DEFINE_I_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
-                       (buf, count, dtype, root), _)
+                       (buf, count, dtype, root))
 GPUCOLL_DEFINE_I_ACCEL(allgather,
                        (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
                         int rcount, struct ompi_datatype_t* rdtype),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype), _)
+                       (sbuf, scount, sdtype, rbuf, rcount, rdtype))
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter,
                        (const void* sbuf, void* rbuf, const int* rcounts,
                         struct ompi_datatype_t* dtype, struct ompi_op_t* op),
-                       (sbuf, rbuf, rcounts, dtype, op), _)
+                       (sbuf, rbuf, rcounts, dtype, op))
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter_block,
                        (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op),
-                       (sbuf, rbuf, rcount, dtype, op), _)
+                       (sbuf, rbuf, rcount, dtype, op))
 GPUCOLL_DEFINE_I_ACCEL(reduce,
                        (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op, int root),
-                       (sbuf, rbuf, count, dtype, op, root), _)
+                       (sbuf, rbuf, count, dtype, op, root))
 
 /* <name>_init on the accelerated path where the communicator has one. A
  * rank whose buffers are all device memory gets a request whose every start

@@ -56,11 +56,6 @@ static atomic_flag gpucoll_slots_busy = ATOMIC_FLAG_INIT;
 /* Any host address: what a device buffer with an empty span becomes. */
 static char gpucoll_empty_span[1];
 
-static void gpucoll_call_begin(mca_coll_gpucoll_staging_t* c, gpucoll_coll_t coll) {
-    *c = (mca_coll_gpucoll_staging_t){.coll = coll};
-    c->own_slots = !atomic_flag_test_and_set_explicit(&gpucoll_slots_busy, memory_order_acquire);
-}
-
 /* ---------------------------------------------------------------------------
  * Host copies of nonblocking calls: a small pool of pinned buffers, reused
  * call after call (a fresh allocation of megabytes per call costs page
@@ -189,23 +184,6 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     c->own_slots = false;
 }
 
-static void gpucoll_call_end(mca_coll_gpucoll_staging_t* c) { mca_coll_gpucoll_staging_free(c); }
-
-/* Sets up buffer i for count elements of dtype at user. Host memory (and
- * MPI_IN_PLACE, NULL) passes through unchanged. */
-static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i);
-
-static int gpucoll_stage(mca_coll_gpucoll_staging_t* c, int i, const void* user, bool device,
-                         size_t count, const struct ompi_datatype_t* dtype) {
-    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
-    s->user = (char*)user;
-    s->host = (char*)user;
-    s->device = device;
-    if (!device) return OMPI_SUCCESS;
-    mca_coll_gpucoll_span(count, dtype, &s->lo, &s->bytes);
-    return gpucoll_stage_alloc(c, i);
-}
-
 /* Host memory for the staged span of buffer i (already described). */
 static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
@@ -258,45 +236,6 @@ static int gpucoll_copy_in(mca_coll_gpucoll_staging_t* c, int i) {
     if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to host", rc);
     c->copied += s->bytes;
     return OMPI_SUCCESS;
-}
-
-/* Copies buffer i in if the collective reads it, or if writing count
- * elements of dtype would leave gaps in the staged span. */
-static int gpucoll_copy_in_if(mca_coll_gpucoll_staging_t* c, int i, bool read, size_t count,
-                              const struct ompi_datatype_t* dtype) {
-    if (!read && mca_coll_gpucoll_fills_span(count, dtype)) return OMPI_SUCCESS;
-    return gpucoll_copy_in(c, i);
-}
-
-/* Host -> device: the span of the first count elements of dtype of buffer i. */
-static int gpucoll_copy_out(mca_coll_gpucoll_staging_t* c, int i, size_t count,
-                            const struct ompi_datatype_t* dtype) {
-    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
-    if (!s->device || c->refused) return OMPI_SUCCESS; /* refused: nothing is written */
-    ptrdiff_t lo;
-    size_t bytes;
-    mca_coll_gpucoll_span(count, dtype, &lo, &bytes);
-    if (0 == bytes) return OMPI_SUCCESS;
-    int rc = gpucoll_memcpy(s->user + lo, s->host + lo, bytes);
-    if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
-    c->copied += bytes;
-    return OMPI_SUCCESS;
-}
-
-/* Ends the call: on success counts it as staged. Returns rc. */
-static int gpucoll_call_finish(mca_coll_gpucoll_staging_t* c, int rc) {
-    if (OMPI_SUCCESS == rc && c->refused) rc = MPI_ERR_BUFFER;
-    if (OMPI_SUCCESS == rc) {
-        gpucoll_counters_record(c->coll, GPUCOLL_PATH_STAGED, c->copied, "staged");
-        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
-                        "%s: staged (buffer 0: %s %zu B, buffer 1: %s %zu B), %llu B copied%s",
-                        gpucoll_coll_name(c->coll), c->buf[0].device ? "device" : "host",
-                        c->buf[0].bytes, c->buf[1].device ? "device" : "host", c->buf[1].bytes,
-                        (unsigned long long)c->copied,
-                        (c->buf[0].heap || c->buf[1].heap) ? " (heap staging)" : "");
-    }
-    gpucoll_call_end(c);
-    return rc;
 }
 
 /* ---------------------------------------------------------------------------
@@ -352,164 +291,98 @@ void mca_coll_gpucoll_staging_record(mca_coll_gpucoll_staging_t* c, gpucoll_form
                     (unsigned long long)c->copied);
 }
 
-#define GPUCOLL_TRY(expr)                  \
-    do {                                   \
-        rc = (expr);                       \
-        if (OMPI_SUCCESS != rc) goto done; \
-    } while (0)
+int mca_coll_gpucoll_staging_begin(mca_coll_gpucoll_staging_t* c) {
+    int rc = mca_coll_gpucoll_staging_alloc(c, true);
+    return OMPI_SUCCESS == rc ? mca_coll_gpucoll_staging_copy_in(c) : rc;
+}
 
-/* Calls the saved host function name on host buffers. */
-#define GPUCOLL_HOST_CALL(m, name, ...)                                \
-    do {                                                               \
-        mca_coll_gpucoll_enter_host(m);                                \
-        rc = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module); \
-        mca_coll_gpucoll_leave_host(m);                                \
-        if (OMPI_SUCCESS != rc) goto done;                             \
-    } while (0)
+int mca_coll_gpucoll_staging_end(mca_coll_gpucoll_staging_t* c, int rc) {
+    if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_out(c);
+    if (OMPI_SUCCESS == rc && c->refused) rc = MPI_ERR_BUFFER;
+    if (OMPI_SUCCESS == rc) mca_coll_gpucoll_staging_record(c, GPUCOLL_FORM_BLOCKING);
+    mca_coll_gpucoll_staging_free(c);
+    return rc;
+}
 
 /* ---------------------------------------------------------------------------
- * The collectives
+ * The blocking collectives of the accelerated path, staged
  * ------------------------------------------------------------------------- */
 
-int mca_coll_gpucoll_staged_allreduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+/* Describes the call (describe_<name>), stages it and runs the saved host
+ * function name on the host copies: buffer 0 and 1 are B0 and B1. */
+#define GPUCOLL_STAGED(name, DESCRIBE, ...)                                \
+    do {                                                                   \
+        mca_coll_gpucoll_staging_t c;                                      \
+        if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR == (DESCRIBE)) return c.error; \
+        int rc = mca_coll_gpucoll_staging_begin(&c);                       \
+        if (OMPI_SUCCESS == rc) {                                          \
+            mca_coll_gpucoll_enter_host(m);                                \
+            rc = m->prev_##name(__VA_ARGS__, m->prev_##name##_module);     \
+            mca_coll_gpucoll_leave_host(m);                                \
+        }                                                                  \
+        return mca_coll_gpucoll_staging_end(&c, rc);                       \
+    } while (0)
+#define B0 c.buf[0].host
+#define B1 c.buf[1].host
+
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, int count,
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    bool in_place = MPI_IN_PLACE == sbuf;
-    size_t n = (size_t)count;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_ALLREDUCE);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, n, dtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, n, dtype));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, n, dtype));
-    GPUCOLL_HOST_CALL(m, allreduce, c.buf[0].host, c.buf[1].host, count, dtype, op, comm);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(allreduce,
+                   mca_coll_gpucoll_describe_allreduce(&c, sbuf, rbuf, count, dtype, op, comm), B0,
+                   B1, count, dtype, op, comm);
 }
 
 int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    /* Intercommunicators: MPI_ROOT sends, MPI_PROC_NULL (the root's group)
-     * does nothing, the other group receives. */
-    const bool inter = OMPI_COMM_IS_INTER(comm);
-    const bool at_root = inter ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
-    const bool receives = inter ? root >= 0 : !at_root;
-    size_t n = (size_t)count;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_BCAST);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, buf, at_root || receives, n, dtype));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 0, at_root, n, dtype));
-    GPUCOLL_HOST_CALL(m, bcast, c.buf[0].host, count, dtype, root, comm);
-    if (receives) GPUCOLL_TRY(gpucoll_copy_out(&c, 0, n, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(bcast, mca_coll_gpucoll_describe_bcast(&c, buf, count, dtype, root, comm), B0,
+                   count, dtype, root, comm);
 }
 
-int mca_coll_gpucoll_staged_allgather(const void* sbuf, bool sdev, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, bool rdev,
-                                      int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
+                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    bool in_place = MPI_IN_PLACE == sbuf;
-    /* Intercommunicators: one block per rank of the remote group. */
-    const int senders =
-        OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
-    size_t rtotal = (size_t)senders * (size_t)rcount;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_ALLGATHER);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, (size_t)scount, sdtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rtotal, rdtype));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, rtotal, rdtype));
-    GPUCOLL_HOST_CALL(m, allgather, c.buf[0].host, scount, sdtype, c.buf[1].host, rcount, rdtype,
-                      comm);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, rtotal, rdtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(
+        allgather,
+        mca_coll_gpucoll_describe_allgather(&c, sbuf, scount, sdtype, rbuf, rcount, rdtype, comm),
+        B0, scount, sdtype, B1, rcount, rdtype, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, bool sdev, void* rbuf, bool rdev,
-                                           const int* rcounts, struct ompi_datatype_t* dtype,
-                                           struct ompi_op_t* op, struct ompi_communicator_t* comm,
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                           struct ompi_communicator_t* comm,
                                            mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    bool in_place = MPI_IN_PLACE == sbuf;
-    size_t total = 0;
-    for (int i = 0, size = ompi_comm_size(comm); i < size; ++i) total += (size_t)rcounts[i];
-    size_t mine = (size_t)rcounts[ompi_comm_rank(comm)];
-    /* In place, rbuf holds the whole input; the result is its first part. */
-    size_t rin = in_place ? total : mine;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_SCATTER);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, total, dtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rin, dtype));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, mine, dtype));
-    GPUCOLL_HOST_CALL(m, reduce_scatter, c.buf[0].host, c.buf[1].host, rcounts, dtype, op, comm);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, mine, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(
+        reduce_scatter,
+        mca_coll_gpucoll_describe_reduce_scatter(&c, sbuf, rbuf, rcounts, dtype, op, comm), B0, B1,
+        rcounts, dtype, op, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, bool sdev, void* rbuf, bool rdev,
-                                                 int rcount, struct ompi_datatype_t* dtype,
+int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
+                                                 struct ompi_datatype_t* dtype,
                                                  struct ompi_op_t* op,
                                                  struct ompi_communicator_t* comm,
                                                  mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    bool in_place = MPI_IN_PLACE == sbuf;
-    size_t mine = (size_t)rcount;
-    size_t total = (size_t)ompi_comm_size(comm) * mine;
-    size_t rin = in_place ? total : mine;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, total, dtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, rin, dtype));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, mine, dtype));
-    GPUCOLL_HOST_CALL(m, reduce_scatter_block, c.buf[0].host, c.buf[1].host, rcount, dtype, op,
-                      comm);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, mine, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(
+        reduce_scatter_block,
+        mca_coll_gpucoll_describe_reduce_scatter_block(&c, sbuf, rbuf, rcount, dtype, op, comm), B0,
+        B1, rcount, dtype, op, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce(const void* sbuf, bool sdev, void* rbuf, bool rdev, int count,
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    bool in_place = MPI_IN_PLACE == sbuf;
-    size_t n = (size_t)count;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, sbuf, sdev, n, dtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, rbuf, rdev, n, dtype)); /* rdev only at the root */
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in_if(&c, 1, in_place, n, dtype));
-    GPUCOLL_HOST_CALL(m, reduce, c.buf[0].host, c.buf[1].host, count, dtype, op, root, comm);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+    GPUCOLL_STAGED(reduce,
+                   mca_coll_gpucoll_describe_reduce(&c, sbuf, rbuf, count, dtype, op, root, comm),
+                   B0, B1, count, dtype, op, root, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, bool indev, void* inoutbuf,
-                                         bool inoutdev, int count, struct ompi_datatype_t* dtype,
-                                         struct ompi_op_t* op, mca_coll_gpucoll_module_t* m) {
-    mca_coll_gpucoll_staging_t c;
-    int rc;
-    size_t n = (size_t)count;
-    gpucoll_call_begin(&c, GPUCOLL_COLL_REDUCE_LOCAL);
-    GPUCOLL_TRY(gpucoll_stage(&c, 0, inbuf, indev, n, dtype));
-    GPUCOLL_TRY(gpucoll_stage(&c, 1, inoutbuf, inoutdev, n, dtype));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 0));
-    GPUCOLL_TRY(gpucoll_copy_in(&c, 1));
-    GPUCOLL_HOST_CALL(m, reduce_local, c.buf[0].host, c.buf[1].host, count, dtype, op);
-    GPUCOLL_TRY(gpucoll_copy_out(&c, 1, n, dtype));
-done:
-    return gpucoll_call_finish(&c, rc);
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int count,
+                                         struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                         mca_coll_gpucoll_module_t* m) {
+    GPUCOLL_STAGED(reduce_local,
+                   mca_coll_gpucoll_describe_reduce_local(&c, inbuf, inoutbuf, count, dtype), B0,
+                   B1, count, dtype, op);
 }

@@ -273,10 +273,7 @@ void NodeComm::teardown() {
     if (!ready_) return;
     // Calls still queued end first (every rank started them before it got
     // here), unless a rank failed: it may never post them.
-    for (unsigned spins = 0; !progress() && !aborted(); ++spins) {
-        if (config_.progress != nullptr && spins % 16 == 0) config_.progress();
-        sched_yield();
-    }
+    drain(true);
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
@@ -812,8 +809,8 @@ bool NodeComm::progress() {
     return queue_.empty();
 }
 
-void NodeComm::drain() {
-    for (unsigned spins = 0; !progress(); ++spins) {
+void NodeComm::drain(bool unless_aborted) {
+    for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {

@@ -244,8 +244,9 @@ private:
     void begin(Pending& op);
     int conclude(Pending& op);
     int decline_now();
-    // Ends every queued call (blocking calls come after them).
-    void drain();
+    // Ends every queued call (blocking calls come after them); unless_aborted:
+    // gives up once a rank failed a call (teardown).
+    void drain(bool unless_aborted = false);
     bool can_post(uint64_t seq) const;
     bool peers_posted(uint64_t seq) const;
     // Grows buffer to at least bytes. The old allocation is kept until

@@ -103,8 +103,9 @@ typedef struct mca_coll_gpucoll_component_t {
     /* accelerated path: forced algorithm per collective (gpucoll_algorithm_t) */
     int algorithm[GPUCOLL_COLL_COUNT];
     bool uniform_memory;
-    int device_flags;  /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
-    int host_pipeline; /* -1 auto, 0 off, 1 on */
+    int device_flags;    /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
+    int host_pipeline;   /* -1 auto, 0 off, 1 on */
+    int progress_thread; /* nonblocking calls advance on a thread of the core: -1 auto, 0, 1 */
     size_t one_shot_max;
     size_t chain_min;
     size_t chunk_size;
@@ -173,7 +174,13 @@ typedef struct mca_coll_gpucoll_module_t {
     MCA_COLL_GPUCOLL_FOREACH_STAGED(MCA_COLL_GPUCOLL_DECLARE_PREV_ALL)
     /* accelerated path (coll_gpucoll_accel.c), created at the first call */
     gpucoll_comm_t* core;
-    int core_state;      /* 0: not tried yet, 1: ready, -1: not available */
+    int core_state; /* 0: not tried yet, 1: ready, -1: not available */
+    /* A nonblocking or persistent call of the accelerated set was made here
+     * before the core existed (every rank makes the same calls): the next
+     * MPI_Barrier sets the core up, so that later ones are accelerated. */
+    bool nonblocking_seen;
+    mca_coll_base_module_barrier_fn_t prev_barrier;
+    mca_coll_base_module_t* prev_barrier_module;
     bool uniform_memory; /* host calls skip the core: no agreement needed */
     int asserted_kinds;  /* info key mpi_assert_memory_alloc_kinds: GPUCOLL_ASSERT_* */
     int host_depth;      /* > 0: inside the saved host module (mca_coll_gpucoll_in_host) */
@@ -654,6 +661,9 @@ void mca_coll_gpucoll_describe_reduction(gpucoll_call_t* call, struct ompi_datat
 void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
                                      struct ompi_datatype_t* dtype);
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m);
+/* Sets the core of comm up if not tried yet (collective: every rank calls it
+ * at the same point of comm's collective sequence). */
+void mca_coll_gpucoll_accel_setup(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm);
 
 /* The call each accelerated collective hands the core: fills *call (and *a,
  * when not NULL, with what a late staged call needs); sdev/rdev: this rank's

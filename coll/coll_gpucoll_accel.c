@@ -37,7 +37,9 @@ static int gpucoll_bootstrap_allgather(void* ctx, const void* send, void* recv, 
 static int gpucoll_bootstrap_barrier(void* ctx) {
     gpucoll_bootstrap_ctx_t* b = (gpucoll_bootstrap_ctx_t*)ctx;
     mca_coll_gpucoll_enter_host(b->m);
-    int rc = b->comm->c_coll->coll_barrier(b->comm, b->comm->c_coll->coll_barrier_module);
+    int rc = NULL != b->m->prev_barrier
+                 ? b->m->prev_barrier(b->comm, b->m->prev_barrier_module)
+                 : b->comm->c_coll->coll_barrier(b->comm, b->comm->c_coll->coll_barrier_module);
     mca_coll_gpucoll_leave_host(b->m);
     return OMPI_SUCCESS == rc ? 0 : -1;
 }
@@ -153,6 +155,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.uniform_memory = m->uniform_memory;
     config.device_flags = c->device_flags;
     config.host_pipeline = c->host_pipeline;
+    config.progress_thread = c->progress_thread;
     config.inter_algorithm = c->inter_algorithm;
     config.inter_chunk_bytes = c->inter_chunk_size;
     config.inter_direct_max_bytes = c->inter_direct_max;
@@ -174,6 +177,10 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
                     m->uniform_memory ? ", uniform memory asserted" : "");
     return m->core;
+}
+
+void mca_coll_gpucoll_accel_setup(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm) {
+    if (!OMPI_COMM_IS_INTER(comm)) (void)gpucoll_core(m, comm);
 }
 
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {

@@ -37,6 +37,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .uniform_memory = false,
     .device_flags = GPUCOLL_FLAGS_AUTO,
     .host_pipeline = -1,
+    .progress_thread = -1,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -179,6 +180,16 @@ static const gpucoll_param_t gpucoll_params[] = {
      "the CPU (measured slower there).",
      MCA_BASE_VAR_TYPE_INT, gpucoll_auto_off_on_values, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.host_pipeline},
+    {"progress_thread",
+     "Advance nonblocking and persistent collectives on the accelerated path (MPI_Iallreduce, "
+     "MPI_Start, ...) from a thread of gpucoll while the application computes between starting "
+     "and completing them (on), or only inside MPI calls (off: no overlap unless the "
+     "application calls MPI_Test). The thread never calls MPI; it sleeps while no such call is "
+     "in flight and stays out of the way while the application polls. auto: on where the "
+     "machine has at least two cores per process of the job on it (with fewer, the thread "
+     "takes CPU time from the ranks: measured slower on an oversubscribed 2-core VM).",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_auto_off_on_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.progress_thread},
     {"allreduce_one_shot_max",
      "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
      "two one-shot scratch slots per rank and communicator (device memory). 0: the backend's "

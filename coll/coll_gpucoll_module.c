@@ -242,6 +242,21 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
     GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, inbuf, inoutbuf, count, dtype, op);
 }
 
+/* The accelerated path of a communicator is set up (a blocking exchange
+ * between its ranks) by its first blocking call of the accelerated set; a
+ * nonblocking call must never wait for its peers, so one that comes first is
+ * staged. Programs that make only nonblocking calls of the set (OSU's
+ * osu_i* benchmarks, pipelined solvers) still synchronize with MPI_Barrier:
+ * the first barrier after such a call sets the path up. Every rank makes
+ * the same collective calls on a communicator, so every rank does it at the
+ * same barrier. */
+static int coll_gpucoll_barrier(struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    if (m->nonblocking_seen && 0 == m->core_state && !mca_coll_gpucoll_in_host(m))
+        mca_coll_gpucoll_accel_setup(m, comm);
+    return m->prev_barrier(comm, m->prev_barrier_module);
+}
+
 /* ---------------------------------------------------------------------------
  * Module life cycle
  * ------------------------------------------------------------------------- */
@@ -272,6 +287,7 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
 
 static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_communicator_t* comm) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    GPUCOLL_SAVE_ONE(barrier)
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_SAVE_PREV)
     MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_SAVE_PREV_FORMS)
     MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_SAVE_PREV_ALL)
@@ -295,8 +311,10 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_CLEAR_PREV)
     MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_CLEAR_PREV_FORMS)
     MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_CLEAR_PREV_ALL)
+    GPUCOLL_CLEAR_ONE(barrier)
     m->core = NULL;
     m->core_state = 0;
+    m->nonblocking_seen = false;
     m->uniform_memory = false;
     m->asserted_kinds = GPUCOLL_ASSERT_NONE;
     m->host_depth = 0;
@@ -318,6 +336,7 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
 
 static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m) {
     mca_coll_gpucoll_accel_release(m);
+    GPUCOLL_RELEASE_ONE(barrier)
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)
     MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_RELEASE_PREV_FORMS)
     MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_RELEASE_PREV_ALL)
@@ -334,6 +353,7 @@ mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_
     if (NULL == m) return NULL;
     m->super.coll_module_enable = gpucoll_module_enable;
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_INSTALL)
+    m->super.coll_barrier = coll_gpucoll_barrier;
     mca_coll_gpucoll_install_forms(m);
     return m;
 }

@@ -208,7 +208,9 @@ gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
      * a nonblocking call must not wait for its peers. Until then nonblocking
      * calls are staged; every rank has made the same calls, so every rank
      * sees the same state. */
-    if (OMPI_COMM_IS_INTER(comm) || 1 != m->core_state) return NULL;
+    if (OMPI_COMM_IS_INTER(comm)) return NULL;
+    if (0 == m->core_state) m->nonblocking_seen = true; /* the next barrier sets it up */
+    if (1 != m->core_state) return NULL;
     gpucoll_comm_t* core = m->core;
     /* MPI_THREAD_MULTIPLE: our progress function could run in one thread
      * while another runs a blocking call on the same core; nonblocking calls

@@ -5,7 +5,8 @@
 #   .gpu/debs     Debian 12's Open MPI 4.1.4 as .debs (unpacked there)
 #   .gpu/build    a CUDA build of this tree (kernels for sm_80 and sm_90)
 #   .gpu/*.sh     the shared helper scripts
-#   .gpu/osu      OSU Micro-Benchmarks' blocking collectives built with
+#   .gpu/osu      OSU Micro-Benchmarks' blocking and nonblocking collectives
+#                 (Open MPI 4.1 has no MPI_*_init, so not OSU's persistent ones) built with
 #                 --enable-cuda=basic, when GPUCOLL_OSU_SRC names an OSU 7.x
 #                 source tree or tarball (public; never committed here)
 #   .gpu/lib      libcudart.so.13 for those OSU programs
@@ -82,10 +83,14 @@ if [ -n "${GPUCOLL_OSU_SRC:-}" ]; then
         ./configure -q CC=mpicc CXX=mpicxx --enable-cuda=basic \
             --with-cuda-include="$cuda/include" --with-cuda-libpath="$cuda/lib64" \
             LDFLAGS="-L$cuda/lib64/stubs" >/dev/null &&
-        make -s -j"$(nproc)" -C c/mpi/collective/blocking >/dev/null)
+        make -s -j"$(nproc)" -C c/mpi/collective/blocking >/dev/null &&
+        make -s -j"$(nproc)" -C c/mpi/collective/non_blocking >/dev/null)
     mkdir -p "$top/.gpu/osu" "$top/.gpu/lib"
     for t in osu_allreduce osu_bcast osu_allgather osu_reduce_scatter osu_reduce; do
         cp "$osu_build/c/mpi/collective/blocking/$t" "$top/.gpu/osu/"
+    done
+    for t in osu_iallreduce osu_ibcast osu_iallgather osu_ireduce_scatter osu_ireduce osu_ialltoall osu_igather; do
+        cp "$osu_build/c/mpi/collective/non_blocking/$t" "$top/.gpu/osu/"
     done
     strip "$top"/.gpu/osu/*
     cp -L "$cuda/lib64/libcudart.so.13" "$top/.gpu/lib/"

@@ -17,6 +17,11 @@
 #                    1.22 with CUDA from .gpu/ucx: tests and allreduce benchmark
 #   osu              OSU Micro-Benchmarks (built by gpu-prepare.sh into .gpu/osu)
 #                    -d cuda with validation, gpucoll's choice and all staged
+#   osu-nb           OSU's nonblocking collectives -d cuda with validation
+#                    (np 2 and 4): latency, pure communication time, overlap
+#                    (GPUCOLL_OSU_NB: which; GPUCOLL_OSU_NP, GPUCOLL_OSU_SIZES)
+#   bench-overlap    gpucoll_bench nonblocking allreduce --overlap, np 4, with
+#                    the progress thread on and off
 #
 # Durations: info + unit + mpi took 32 s on an H100 (2026-11-22);
 # bench-allreduce (np 2 and 4, 3 repeats) 280 s; bench-all is estimated from
@@ -90,9 +95,9 @@ step_unit() {
 
 step_mpi() {
     local rc=0 s
-    for s in collectives mixed userop_ddt lifecycle robustness stress internode; do
+    for s in ${GPUCOLL_MPI_TESTS:-collectives mixed userop_ddt lifecycle robustness stress forms intercomm internode}; do
         local cap=150
-        [ "$s" = internode ] && cap=240
+        [ "$s" = internode ] || [ "$s" = forms ] && cap=240
         if timeout "$cap" sh "test/mpi/$s.sh" >"$out/mpi-$s.txt" 2>&1; then
             echo "PASS $s"
         else
@@ -156,6 +161,39 @@ step_osu() {
                 timeout 100 mpirun -np "$np" --oversubscribe "${mca[@]}" \
                     "$osu/$t" -d cuda -c -m 8:67108864 -i 50 -x 5 2>&1 | tail -n 30 || rc=1
             done
+        done
+    done
+    return $rc
+}
+
+step_bench_overlap() {
+    local pt rc=0
+    for pt in on off; do
+        echo "== coll_gpucoll_progress_thread $pt"
+        timeout 200 mpirun -np "${GPUCOLL_BENCH_NP:-4}" --oversubscribe --mca coll_gpucoll_device cuda \
+            --mca coll_gpucoll_progress_thread $pt "$B/perf/gpucoll_bench" allreduce -d cuda \
+            -f nonblocking --overlap -m "${GPUCOLL_BENCH_SIZES:-4K:64M}" -T 0.3 2>&1 || rc=1
+    done
+    return $rc
+}
+
+# OSU's nonblocking benchmarks: the accelerated ones (allreduce, bcast,
+# allgather, reduce_scatter, reduce) and two staged ones (alltoall, gather),
+# with validation; the overlap column is OSU's (CPU compute of the pure
+# communication time, no MPI_Test in between).
+step_osu_nb() {
+    local osu=$top/.gpu/osu rc=0 t np
+    [ -x "$osu/osu_iallreduce" ] || {
+        echo "no OSU nonblocking build in .gpu/osu (gpu-prepare.sh builds it when its source is given)"
+        return 1
+    }
+    for t in ${GPUCOLL_OSU_NB:-osu_iallreduce osu_ibcast osu_iallgather osu_ireduce_scatter osu_ireduce osu_ialltoall osu_igather}; do
+        for np in ${GPUCOLL_OSU_NP:-2 4}; do
+            echo "== $t np $np ${GPUCOLL_BENCH_MPIRUN_ARGS:-}"
+            # shellcheck disable=SC2086
+            timeout 100 mpirun -np "$np" --oversubscribe --mca coll_gpucoll_device cuda \
+                ${GPUCOLL_BENCH_MPIRUN_ARGS:-} "$osu/$t" -d cuda -c -m "${GPUCOLL_OSU_SIZES:-8:67108864}" \
+                -i 20 -x 3 2>&1 | tail -n 30 || rc=1
         done
     done
     return $rc

@@ -350,6 +350,12 @@ typedef struct gpucoll_comm_config {
      * pinned host memory, chunk by chunk) */
     int inter_device_memory;
     int thread_multiple; /* 1: calls may come from several threads (MPI_THREAD_MULTIPLE) */
+    /* 1: a thread of the library advances nonblocking and persistent calls
+     * while the application computes between starting and completing them;
+     * 0: they advance only inside gpucoll calls (gpucoll_pending_test,
+     * gpucoll_comm_progress, blocking calls); -1 (default): 1 where the
+     * machine has at least two cores per process of the job on it. */
+    int progress_thread;
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.
      * Without it a peer blocked in a send that needs our progress would hang. */

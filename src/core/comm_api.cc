@@ -11,6 +11,7 @@
 #include "gpucoll.h"
 #include "inter/hierarchy.h"
 #include "intra/node_comm.h"
+#include "intra/progress_agent.h"
 
 // A nonblocking call: its communicator's queue entry.
 struct gpucoll_pending {
@@ -129,6 +130,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->inter_direct_max_bytes = size_t{16} << 10;
     config->inter_device_memory = 0;
     config->thread_multiple = 0;
+    config->progress_thread = -1;
     config->verbose = 0;
     config->log = nullptr;
 }
@@ -184,6 +186,7 @@ void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> 
 int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
+    std::lock_guard lock(comm->node->lock());
     return comm->node->decline();
 }
 
@@ -196,6 +199,7 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
                                   "nonblocking calls between nodes are staged");
     auto handle = std::make_unique<gpucoll_pending>();
     handle->comm = comm->node.get();
+    std::lock_guard lock(comm->node->lock());
     handle->pending = comm->node->start(*call, form);
     *op = handle.release();
     return GPUCOLL_SUCCESS;
@@ -208,6 +212,7 @@ int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
     if (comm->node->hierarchy() != nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
                                   "nonblocking calls between nodes are staged");
+    std::lock_guard lock(comm->node->lock());
     comm->node->start_decline();
     return GPUCOLL_SUCCESS;
 }
@@ -215,9 +220,15 @@ int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
 int gpucoll_pending_test(gpucoll_pending_t* op, int* done) {
     if (op == nullptr || done == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_pending_test: NULL argument");
-    if (!op->pending->done) op->comm->progress();
-    *done = op->pending->done ? 1 : 0;
-    if (!op->pending->done) return GPUCOLL_SUCCESS;
+    auto& pending = *op->pending;
+    if (!pending.finished.load(std::memory_order_acquire)) {
+        gpucoll::intra::ProgressAgent::instance().note_poll();
+        // Fails while the agent (or another thread) advances the queue.
+        std::unique_lock lock(op->comm->lock(), std::try_to_lock);
+        if (lock.owns_lock()) op->comm->progress();
+    }
+    *done = pending.finished.load(std::memory_order_acquire) ? 1 : 0;
+    if (*done == 0) return GPUCOLL_SUCCESS;
     const int status = op->pending->status;
     if (status != GPUCOLL_SUCCESS && status != GPUCOLL_DECLINED)
         return gpucoll::set_error(static_cast<gpucoll::Status>(status), "%s",
@@ -232,12 +243,16 @@ int gpucoll_comm_single_node(const gpucoll_comm_t* comm) {
 }
 
 int gpucoll_comm_progress(gpucoll_comm_t* comm) {
-    return comm != nullptr && comm->node->progress() ? 1 : 0;
+    if (comm == nullptr) return 0;
+    gpucoll::intra::ProgressAgent::instance().note_poll();
+    std::unique_lock lock(comm->node->lock(), std::try_to_lock);
+    return lock.owns_lock() && comm->node->progress() ? 1 : 0;
 }
 
 int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call) {
     if (comm == nullptr || call == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_run: NULL argument");
+    std::lock_guard lock(comm->node->lock());
     return comm->node->run(*call);
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/bootstrap.h"
+#include "common/machine.h"
 #include "core/runtime.h"
 
 namespace gpucoll::inter {
@@ -23,11 +24,8 @@ std::atomic<uint32_t> g_next_comm_id{1};
 // Processes of the job on this machine (faked nodes share it): the
 // launcher's count where it gives one, else this node's ranks.
 unsigned processes_on_machine(const Topology& topo) {
-    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
-        const char* v = std::getenv(var);
-        if (v != nullptr && std::atoi(v) > 0) return static_cast<unsigned>(std::atoi(v));
-    }
-    return static_cast<unsigned>(topo.members[topo.node].size());
+    const unsigned n = launcher_local_processes();
+    return n > 0 ? n : static_cast<unsigned>(topo.members[topo.node].size());
 }
 
 }  // namespace
@@ -94,8 +92,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     GroupConfig gc;
     gc.chunk_bytes = config.inter_chunk_bytes;
     gc.progress = config.progress;
-    gc.sleep_when_idle =
-        processes_on_machine(topo) > std::max(1u, std::thread::hardware_concurrency());
+    gc.sleep_when_idle = processes_on_machine(topo) > machine_cores();
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
     auto make_group = [&](int local, std::unique_ptr<Group>* group) {
         std::vector<Endpoint*> eps;

@@ -3,10 +3,12 @@
 // protocol every call follows (post, agree, run an algorithm, signal).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,13 +150,17 @@ public:
     std::shared_ptr<Pending> start(const gpucoll_call_t& call, gpucoll_form_t form);
     void start_decline();
     // Advances the queue as far as it goes without waiting for a peer to
-    // arrive (a call whose posts are all visible runs to its end). True when
-    // the queue is empty.
-    bool progress();
+    // arrive (a call whose posts are all visible runs to its end, unless
+    // post_only). True when the queue is empty. Callers hold lock().
+    bool progress(bool post_only = false);
 
     // This process's address of a communicator-owned buffer (temp, copies)
     // that rank p posted; mapped once per communicator, unmapped at teardown.
     Status resolve_internal(int p, const BufferDesc& desc, void** out, size_t* mapped);
+
+    // Held by every entry into this communicator (the C interface, the
+    // progress agent). Recursive: a wait inside a call may advance the queue.
+    std::recursive_mutex& lock() { return lock_; }
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -220,6 +226,10 @@ public:
     int fail(Status s, uint64_t seq);
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
+    // What a waiting rank does every few spins: Open MPI's progress (the
+    // component's function), or on the progress agent's thread, which must
+    // not call it, the other communicators' queues.
+    void idle() const;
 
 private:
     NodeComm() = default;
@@ -244,6 +254,8 @@ private:
     void begin(Pending& op);
     int conclude(Pending& op);
     int decline_now();
+    void enqueued();
+    bool uses_agent() const;
     // Ends every queued call (blocking calls come after them); unless_aborted:
     // gives up once a rank failed a call (teardown).
     void drain(bool unless_aborted = false);
@@ -281,6 +293,7 @@ private:
     uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
     std::deque<std::shared_ptr<Pending>> queue_;
     bool advancing_ = false;  // inside progress(): waits must not re-enter it
+    std::recursive_mutex lock_;
     bool poisoned_ = false;
 
     size_t scratch_slot_bytes_ = 0;
@@ -311,6 +324,8 @@ public:
         bool decline_only = false;
         bool begun = false;  // posted
         bool done = false;
+        // Published once status and error are final: read without the lock.
+        std::atomic<bool> finished{false};
         int status = GPUCOLL_SUCCESS;
         std::string error;  // the message of a failed call
         uint64_t seq = 0;

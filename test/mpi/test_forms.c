@@ -17,6 +17,10 @@
  *
  * Options: the common ones (mpi_test_util.h), and --quick (fewer sizes).
  */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "mpi_test_util.h"
 /* after mpi.h: the MPIX_*_init of Open MPI's pcollreq extension */
 #include <mpi-ext.h>
@@ -508,6 +512,29 @@ static void run_comm_free(void) {
     tu_buf_free(&gr);
 }
 
+/* Device buffers for an allreduce (int sum) of count on comm, the send side
+ * filled with fill(rank, salt). */
+static void allreduce_setup(spec_t* s, layout_t* L, tu_buf_t* a, tu_buf_t* b, MPI_Comm comm,
+                            int count, int salt) {
+    *s = (spec_t){.coll = GPUCOLL_COLL_ALLREDUCE, .count = count, .comm = comm};
+    make_layout(s, L);
+    tu_buf_alloc(a, TU_DEVICE, L->sbytes, 0, 1);
+    tu_buf_alloc(b, TU_DEVICE, L->rbytes, 0, 2);
+    fill(a, L->rank, salt);
+}
+
+/* The first int of b (every step-th) that is not the sum over the ranks of
+ * fill(rank, salt), or -1; b is read back from the device first. */
+static int allreduce_wrong(tu_buf_t* b, const layout_t* L, int count, int salt, int step) {
+    tu_buf_read(b); /* fill(): rank * 1000 + i % 997 + salt * 7 at int i */
+    for (int i = 0; i < count; i += step) {
+        int got, want = 1000 * L->n * (L->n - 1) / 2 + L->n * (i % 997 + salt * 7);
+        memcpy(&got, b->out + b->off + 4 * (size_t)i, 4);
+        if (got != want) return i;
+    }
+    return -1;
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_forms");
@@ -531,18 +558,20 @@ int main(int argc, char** argv) {
     MPI_Type_commit(&strided_int);
 
     /* The accelerated path of a communicator is set up (collectively) by its
-     * first blocking call of the accelerated set, never by a nonblocking one:
-     * before that, nonblocking calls are staged. */
-    {
+     * first blocking call of the accelerated set, or by the first MPI_Barrier
+     * after a nonblocking call of that set, never by a nonblocking call
+     * itself: before that, nonblocking calls are staged. how 0: a blocking
+     * allreduce on host memory sets it up; 1: a barrier does (OSU's osu_i*
+     * benchmarks make no blocking call of the set); 2: a barrier before any
+     * call of the set does not, the later blocking call does. */
+    for (int how = 0; how < 3; how++) {
         MPI_Comm fresh;
         MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
-        spec_t s = {.coll = GPUCOLL_COLL_ALLREDUCE, .count = 64, .comm = fresh};
+        spec_t s;
         layout_t L;
-        make_layout(&s, &L);
         tu_buf_t a, b;
-        tu_buf_alloc(&a, TU_DEVICE, L.sbytes, 0, 1);
-        tu_buf_alloc(&b, TU_DEVICE, L.rbytes, 0, 2);
-        fill(&a, L.rank, 0);
+        allreduce_setup(&s, &L, &a, &b, fresh, 64, 0);
+        if (how == 2) MPI_Barrier(fresh);
         for (int k = 0; k < 2; k++) {
             gpucoll_counters_t before, after;
             tu_counters(&before);
@@ -550,21 +579,69 @@ int main(int argc, char** argv) {
             issue(&s, &L, F_NONBLOCKING, a.ptr, b.ptr, &req);
             wait_ok(&req, "first nonblocking call");
             tu_counters(&after);
-            const gpucoll_path_t want = k == 0 ? GPUCOLL_PATH_STAGED : GPUCOLL_PATH_ACCELERATED;
+            /* One rank: Open MPI's MPI_Barrier returns without calling any
+             * coll module. */
+            const int set_up = k == 1 && !(how == 1 && L.n == 1);
+            const gpucoll_path_t want = set_up ? GPUCOLL_PATH_ACCELERATED : GPUCOLL_PATH_STAGED;
             TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][want] ==
                          before.forms[GPUCOLL_FORM_NONBLOCKING][want] + 1,
-                     "nonblocking allreduce %s the first blocking call: expected %s",
-                     k == 0 ? "before" : "after", gpucoll_path_name(want));
+                     "nonblocking allreduce %s the setup (by %s): expected %s",
+                     k == 0 ? "before" : "after", how == 1 ? "a barrier" : "a blocking call",
+                     gpucoll_path_name(want));
             if (k == 0) { /* sets the accelerated path up */
-                int one = 1, sum = 0;
-                MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, fresh);
+                if (how == 1) {
+                    MPI_Barrier(fresh);
+                } else {
+                    int one = 1, sum = 0;
+                    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, fresh);
+                }
             }
         }
+        const int bad = allreduce_wrong(&b, &L, s.count, 0, 1);
+        TU_CHECK(bad < 0, "allreduce after the setup (how %d): int %d is wrong", how, bad);
         tu_buf_free(&a);
         tu_buf_free(&b);
         MPI_Comm_free(&fresh);
+    }
+    {
         int one = 1, sum = 0; /* the same for MPI_COMM_WORLD, before the cases below */
         MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+
+    /* The progress thread (coll_gpucoll_progress_thread on; forms.sh sets
+     * it for some runs): an accelerated MPI_Iallreduce completes while no
+     * rank is inside MPI (the result is read from the device before
+     * MPI_Wait, which only this test may do). */
+    {
+        const char* pt = getenv("OMPI_MCA_coll_gpucoll_progress_thread");
+        const int agent = pt != NULL && (strcmp(pt, "on") == 0 || strcmp(pt, "1") == 0);
+        spec_t s;
+        layout_t L;
+        tu_buf_t a, b;
+        allreduce_setup(&s, &L, &a, &b, MPI_COMM_WORLD, 70000, 3);
+        MPI_Barrier(MPI_COMM_WORLD);
+        gpucoll_counters_t before, after;
+        tu_counters(&before);
+        MPI_Request req;
+        issue(&s, &L, F_NONBLOCKING, a.ptr, b.ptr, &req);
+        int done = 0;
+        for (int ms = 0; ms < 10000 && !done && agent && L.n > 1; ms++) {
+            usleep(1000); /* no MPI call: only the progress thread advances it */
+            done = allreduce_wrong(&b, &L, s.count, 3, 997) < 0;
+        }
+        if (agent && L.n > 1)
+            TU_CHECK(done,
+                     "the progress thread did not complete an MPI_Iallreduce in 10 s "
+                     "without MPI calls");
+        wait_ok(&req, "MPI_Iallreduce advanced by the progress thread");
+        tu_counters(&after);
+        const int bad = allreduce_wrong(&b, &L, s.count, 3, 1);
+        TU_CHECK(bad < 0, "MPI_Iallreduce for the progress thread: int %d is wrong", bad);
+        TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] ==
+                     before.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] + 1,
+                 "MPI_Iallreduce for the progress thread: not accelerated");
+        tu_buf_free(&a);
+        tu_buf_free(&b);
     }
 
     MPI_Comm ring; /* left and right neighbors (itself twice on one rank) */

@@ -416,7 +416,9 @@ GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
  * started, blocking ones included (gpucoll_comm_run and _decline first end
  * every call started before them). Nothing here waits for a peer: a call is
  * posted once every earlier call of this rank has ended, and run once every
- * rank's post is visible, inside gpucoll_pending_test / gpucoll_comm_progress. */
+ * rank's post is visible, inside gpucoll_pending_test / gpucoll_comm_progress,
+ * or on the library's progress thread (gpucoll_comm_config_t.progress_thread)
+ * while the application does something else. */
 typedef struct gpucoll_pending gpucoll_pending_t;
 /* Starts call (form: how the application made it, for the counters).
  * GPUCOLL_SUCCESS with *op; GPUCOLL_ERR_UNSUPPORTED on a communicator that
@@ -430,6 +432,9 @@ GPUCOLL_EXPORT int gpucoll_comm_start_decline(gpucoll_comm_t* comm);
  * caller runs the call another way, the same answer on every rank, or an
  * error). */
 GPUCOLL_EXPORT int gpucoll_pending_test(gpucoll_pending_t* op, int* done);
+/* 1 once op has ended, without advancing anything (nor counting as the
+ * application polling, which keeps the progress thread away). */
+GPUCOLL_EXPORT int gpucoll_pending_done(const gpucoll_pending_t* op);
 GPUCOLL_EXPORT void gpucoll_pending_free(gpucoll_pending_t* op);
 /* Advances the queued calls of comm; 1 when none is left. */
 GPUCOLL_EXPORT int gpucoll_comm_progress(gpucoll_comm_t* comm);

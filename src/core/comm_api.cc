@@ -236,6 +236,10 @@ int gpucoll_pending_test(gpucoll_pending_t* op, int* done) {
     return status;
 }
 
+int gpucoll_pending_done(const gpucoll_pending_t* op) {
+    return op != nullptr && op->pending->finished.load(std::memory_order_acquire) ? 1 : 0;
+}
+
 void gpucoll_pending_free(gpucoll_pending_t* op) { std::unique_ptr<gpucoll_pending> owned(op); }
 
 int gpucoll_comm_single_node(const gpucoll_comm_t* comm) {

@@ -447,7 +447,7 @@ void NodeComm::log(int level, const char* fmt, ...) const {
 
 void NodeComm::idle() const {
     if (ProgressAgent::on_agent_thread())
-        ProgressAgent::instance().progress_others(this);
+        sched_yield();  // other communicators have threads of their own
     else if (config_.progress != nullptr)
         config_.progress();
 }

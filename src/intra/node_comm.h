@@ -227,8 +227,8 @@ public:
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
     // What a waiting rank does every few spins: Open MPI's progress (the
-    // component's function), or on the progress agent's thread, which must
-    // not call it, the other communicators' queues.
+    // component's function), except on a progress agent's thread, which must
+    // not call it.
     void idle() const;
 
 private:

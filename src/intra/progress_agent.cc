@@ -9,16 +9,25 @@ namespace gpucoll::intra {
 
 namespace {
 thread_local bool t_on_agent = false;
-// How long the agent rests after a pass that found calls still waiting for
+// How long a thread rests after a pass that found calls still waiting for
 // a peer's post: short against a collective, long enough not to take a
 // core from the application (ranks often share cores with their agents).
 // While the application polls, the rest doubles up to kMaxNap: it advances
-// its calls itself, and an agent that wakes often takes CPU time from it
+// its calls itself, and a thread that wakes often takes CPU time from it
 // (measured on a 2-core VM with 4 ranks: 16 KiB MPI_Iallreduce + MPI_Wait
 // up to 3x slower with a 20 us nap throughout). A new call ends any rest.
 constexpr auto kMinNap = std::chrono::microseconds(20);
 constexpr auto kMaxNap = std::chrono::microseconds(320);
 }  // namespace
+
+struct ProgressAgent::Runner {
+    NodeComm* comm = nullptr;
+    std::condition_variable changed;
+    uint64_t starts = 0;          // calls started so far
+    uint64_t polls_at_start = 0;  // polls_ when the last one was
+    bool stop = false;
+    std::thread thread;
+};
 
 ProgressAgent& ProgressAgent::instance() {
     static ProgressAgent agent;
@@ -28,89 +37,64 @@ ProgressAgent& ProgressAgent::instance() {
 bool ProgressAgent::on_agent_thread() { return t_on_agent; }
 
 ProgressAgent::~ProgressAgent() {
+    std::vector<std::unique_ptr<Runner>> runners;
     {
         std::lock_guard lock(mutex_);
-        stop_ = true;
+        runners.swap(runners_);
+        for (auto& r : runners) r->stop = true;
     }
-    changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    for (auto& r : runners) {
+        r->changed.notify_all();
+        if (r->thread.joinable()) r->thread.join();
+    }
 }
 
 void ProgressAgent::watch(NodeComm* c) {
-    {
-        std::lock_guard lock(mutex_);
-        if (std::find(watched_.begin(), watched_.end(), c) == watched_.end()) watched_.push_back(c);
-        ++starts_;
-        polls_at_start_ = polls_.load(std::memory_order_relaxed);
-        if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { loop(); });
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(runners_.begin(), runners_.end(),
+                           [c](const std::unique_ptr<Runner>& r) { return r->comm == c; });
+    Runner* r = nullptr;
+    if (it == runners_.end()) {
+        runners_.push_back(std::make_unique<Runner>());
+        r = runners_.back().get();
+        r->comm = c;
+        r->thread = std::thread([this, r] { loop(*r); });
+    } else {
+        r = it->get();
     }
-    changed_.notify_all();
+    ++r->starts;
+    r->polls_at_start = polls_.load(std::memory_order_relaxed);
+    r->changed.notify_all();
 }
 
 void ProgressAgent::forget(NodeComm* c) {
-    std::unique_lock lock(mutex_);
-    watched_.erase(std::remove(watched_.begin(), watched_.end(), c), watched_.end());
-    changed_.wait(lock,
-                  [&] { return std::find(in_use_.begin(), in_use_.end(), c) == in_use_.end(); });
-}
-
-bool ProgressAgent::advance(NodeComm* c) {
+    std::unique_ptr<Runner> gone;
     {
         std::lock_guard lock(mutex_);
-        if (std::find(watched_.begin(), watched_.end(), c) == watched_.end()) return false;
-        in_use_.push_back(c);
+        auto it = std::find_if(runners_.begin(), runners_.end(),
+                               [c](const std::unique_ptr<Runner>& r) { return r->comm == c; });
+        if (it == runners_.end()) return;
+        gone = std::move(*it);
+        runners_.erase(it);
+        gone->stop = true;
     }
-    bool remaining = true;
-    {
-        // The application's threads have priority: one that holds the lock
-        // (a blocking call, a test) advances the same queue.
-        std::unique_lock comm(c->lock(), std::try_to_lock);
-        if (comm.owns_lock()) remaining = !c->progress();
-    }
-    {
-        std::lock_guard lock(mutex_);
-        in_use_.erase(std::find(in_use_.begin(), in_use_.end(), c));
-        if (!remaining)
-            watched_.erase(std::remove(watched_.begin(), watched_.end(), c), watched_.end());
-    }
-    changed_.notify_all();
-    return remaining;
+    gone->changed.notify_all();
+    gone->thread.join();
 }
 
-bool ProgressAgent::advance_all() {
-    std::vector<NodeComm*> now;
-    {
-        std::lock_guard lock(mutex_);
-        now = watched_;
-    }
-    bool remaining = false;
-    for (NodeComm* c : now) remaining = advance(c) || remaining;
-    return remaining;
-}
-
-void ProgressAgent::progress_others(const NodeComm* except) {
-    std::vector<NodeComm*> now;
-    {
-        std::lock_guard lock(mutex_);
-        now = watched_;
-    }
-    for (NodeComm* c : now)
-        if (c != except) (void)advance(c);
-}
-
-void ProgressAgent::loop() {
+void ProgressAgent::loop(Runner& r) {
     t_on_agent = true;
     auto nap = kMinNap;
+    uint64_t served = 0;  // starts seen when the queue was last found empty
     std::unique_lock lock(mutex_);
     for (;;) {
-        changed_.wait(lock, [this] { return stop_ || !watched_.empty(); });
-        if (stop_) return;
-        // A new call, or the end of a nap, whichever comes first.
-        const uint64_t starts = starts_;
+        r.changed.wait(lock, [&] { return r.stop || r.starts != served; });
+        if (r.stop) return;
+        const uint64_t starts = r.starts;
         auto rest = [&] {
-            changed_.wait_for(lock, nap, [&] { return stop_ || starts_ != starts; });
+            r.changed.wait_for(lock, nap, [&] { return r.stop || r.starts != starts; });
         };
-        if (polls_.load(std::memory_order_relaxed) != polls_at_start_) {
+        if (polls_.load(std::memory_order_relaxed) != r.polls_at_start) {
             // The application polled since it started its last call: it
             // advances its calls itself (MPI_Wait, MPI_Test).
             rest();
@@ -119,9 +103,21 @@ void ProgressAgent::loop() {
         }
         nap = kMinNap;
         lock.unlock();
-        const bool remaining = advance_all();
+        bool empty = false, tried = false;
+        {
+            // The application's threads have priority: one that holds the
+            // lock (a blocking call, a test) advances the same queue.
+            std::unique_lock comm(r.comm->lock(), std::try_to_lock);
+            if (comm.owns_lock()) {
+                tried = true;
+                empty = r.comm->progress();
+            }
+        }
         lock.lock();
-        if (remaining) rest();
+        if (tried && empty)
+            served = starts;  // sleep until the next call (unless one came meanwhile)
+        else
+            rest();
     }
 }
 

@@ -5,9 +5,11 @@
 // (Counters are per process, so bytes and rounds are checked by the MPI tests.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -242,6 +244,86 @@ TEST(IntraAgreement, OneRankDeclinesAllDecline) {
         bs.barrier(bs.ctx);
         gpucoll_free_device(d);
         gpucoll_comm_destroy(comm);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
+}
+
+// Nonblocking calls with the progress thread: every rank starts its calls
+// and then "computes" (sleeps, no gpucoll call), and the calls still end.
+// Ranks start the calls of two communicators in opposite orders (legal for
+// nonblocking collectives): the agent must not wait on one while the other
+// is what a peer needs. Under ThreadSanitizer this also checks the
+// hand-over between the application's threads and the agent.
+TEST(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const int n = 4;
+    ThreadGroup group(n);
+    std::vector<std::string> failures(static_cast<size_t>(n));
+    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
+        std::string& fail = failures[size_t(rank)];
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        cfg.progress_thread = 1;
+        gpucoll_comm_t* comm[2] = {nullptr, nullptr};
+        for (auto& c : comm)
+            if (gpucoll_comm_create(&bs, &cfg, &c) != 0 || c == nullptr) fail = "create failed";
+        if (!fail.empty()) return;
+        const size_t count = 70000;  // two-shot: several steps between the ranks
+        std::vector<float> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+        void* send[2] = {dalloc(count * sizeof(float)), dalloc(count * sizeof(float))};
+        void* recv[2] = {dalloc(count * sizeof(float)), dalloc(count * sizeof(float))};
+        for (void* d : send) upload(d, in);
+        for (int iter = 0; iter < 3 && fail.empty(); ++iter) {
+            gpucoll_pending_t* op[2] = {nullptr, nullptr};
+            // Staggered: the early ranks are asleep when the last one starts.
+            std::this_thread::sleep_for(std::chrono::milliseconds(5 * rank));
+            for (int k = 0; k < 2; ++k) {
+                const int c = rank % 2 == 0 ? k : 1 - k;  // odd ranks: the other order
+                gpucoll_call_t call{};
+                call.coll = GPUCOLL_COLL_ALLREDUCE;
+                call.sendbuf = send[c];
+                call.recvbuf = recv[c];
+                call.count = count;
+                call.dtype = GPUCOLL_FLOAT;
+                call.op = GPUCOLL_OP_SUM;
+                call.eligible = 1;
+                call.on_device = 1;
+                if (gpucoll_comm_start(comm[c], &call, GPUCOLL_FORM_NONBLOCKING, &op[c]) != 0)
+                    fail = std::string("start failed: ") + gpucoll_last_error();
+            }
+            if (!fail.empty()) break;
+            for (int ms = 0;
+                 ms < 10000 && !(gpucoll_pending_done(op[0]) && gpucoll_pending_done(op[1])); ++ms)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            for (int c = 0; c < 2; ++c) {
+                if (!gpucoll_pending_done(op[c]) && fail.empty())
+                    fail = "iter " + std::to_string(iter) + ": call on communicator " +
+                           std::to_string(c) + " did not end in 10 s without polling";
+                int done = 0;
+                while (!done) {
+                    const int rc = gpucoll_pending_test(op[c], &done);
+                    if (done && rc != GPUCOLL_SUCCESS && fail.empty())
+                        fail =
+                            "call ended with " + std::to_string(rc) + ": " + gpucoll_last_error();
+                }
+                gpucoll_pending_free(op[c]);
+                const std::vector<float> out = download<float>(recv[c], count);
+                for (size_t i = 0; i < count && fail.empty(); i += 101) {
+                    float want = 0;
+                    for (int r = 0; r < n; ++r) want += value(r, i);
+                    if (out[i] != want)
+                        fail = "element " + std::to_string(i) + ": " + std::to_string(out[i]) +
+                               " want " + std::to_string(want);
+                }
+            }
+        }
+        bs.barrier(bs.ctx);
+        for (int c = 0; c < 2; ++c) {
+            gpucoll_free_device(send[c]);
+            gpucoll_free_device(recv[c]);
+        }
+        for (auto& c : comm) gpucoll_comm_destroy(c);
     });
     for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
 }

@@ -37,6 +37,16 @@ std::vector<T> download(const void* d, size_t n) {
 // Rank r's input element i: small integers, exact in float.
 float value(int r, size_t i) { return float((i * 7 + size_t(r) * 3) % 23) - 11.0f; }
 
+// Runs body(rank, bootstrap, fail) on n thread-ranks; a rank reports a
+// failure by setting fail, and every rank's is expected empty.
+template <typename Body>
+void on_thread_ranks(int n, Body body) {
+    ThreadGroup group(n);
+    std::vector<std::string> failures(static_cast<size_t>(n));
+    group.run([&](int rank, gpucoll_bootstrap_t& bs) { body(rank, bs, failures[size_t(rank)]); });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
+}
+
 struct Case {
     gpucoll_coll_t coll;
     gpucoll_algorithm_t algo;
@@ -64,10 +74,7 @@ TEST_P(IntraAlgorithms, MatchesReference) {
     const Case c = GetParam();
     const int n = c.size;
     const int root = n - 1;
-    ThreadGroup group(n);
-    std::vector<std::string> failures(static_cast<size_t>(n));
-    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
-        std::string& fail = failures[size_t(rank)];
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_config_t cfg;
         gpucoll_comm_config_init(&cfg);
         cfg.algorithm[c.coll] = c.algo;
@@ -162,7 +169,6 @@ TEST_P(IntraAlgorithms, MatchesReference) {
         gpucoll_free_device(recv);
         gpucoll_comm_destroy(comm);
     });
-    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
 }
 
 std::vector<Case> all_cases() {
@@ -205,10 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Emu, IntraAlgorithms, ::testing::ValuesIn(all_cases()),
 TEST(IntraAgreement, OneRankDeclinesAllDecline) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0);
     const int n = 4;
-    ThreadGroup group(n);
-    std::vector<std::string> failures(static_cast<size_t>(n));
-    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
-        std::string& fail = failures[size_t(rank)];
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_t* comm = nullptr;
         if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
             fail = "create failed";
@@ -245,7 +248,6 @@ TEST(IntraAgreement, OneRankDeclinesAllDecline) {
         gpucoll_free_device(d);
         gpucoll_comm_destroy(comm);
     });
-    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
 }
 
 // Nonblocking calls with the progress thread: every rank starts its calls
@@ -257,10 +259,7 @@ TEST(IntraAgreement, OneRankDeclinesAllDecline) {
 TEST(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0);
     const int n = 4;
-    ThreadGroup group(n);
-    std::vector<std::string> failures(static_cast<size_t>(n));
-    group.run([&](int rank, gpucoll_bootstrap_t& bs) {
-        std::string& fail = failures[size_t(rank)];
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_config_t cfg;
         gpucoll_comm_config_init(&cfg);
         cfg.progress_thread = 1;
@@ -325,7 +324,6 @@ TEST(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
         }
         for (auto& c : comm) gpucoll_comm_destroy(c);
     });
-    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[size_t(r)], "") << "rank " << r;
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ constexpr auto kMaxNap = std::chrono::microseconds(320);
 struct ProgressAgent::Runner {
     NodeComm* comm = nullptr;
     std::condition_variable changed;
-    uint64_t starts = 0;          // calls started so far
-    uint64_t polls_at_start = 0;  // polls_ when the last one was
+    uint64_t starts = 0;      // calls started so far
+    uint64_t polls_seen = 0;  // polls_ at the last start, or at the thread's last look
     bool stop = false;
     std::thread thread;
 };
@@ -63,7 +63,7 @@ void ProgressAgent::watch(NodeComm* c) {
         r = it->get();
     }
     ++r->starts;
-    r->polls_at_start = polls_.load(std::memory_order_relaxed);
+    r->polls_seen = polls_.load(std::memory_order_relaxed);  // a new call: take it at once
     r->changed.notify_all();
 }
 
@@ -94,9 +94,12 @@ void ProgressAgent::loop(Runner& r) {
         auto rest = [&] {
             r.changed.wait_for(lock, nap, [&] { return r.stop || r.starts != starts; });
         };
-        if (polls_.load(std::memory_order_relaxed) != r.polls_at_start) {
-            // The application polled since it started its last call: it
-            // advances its calls itself (MPI_Wait, MPI_Test).
+        const uint64_t polls = polls_.load(std::memory_order_relaxed);
+        if (polls != r.polls_seen) {
+            // The application polled since the last look (MPI_Wait,
+            // MPI_Test): it advances its calls itself. Once it stops
+            // polling for a whole rest (it computes), the thread takes over.
+            r.polls_seen = polls;
             rest();
             nap = std::min(2 * nap, kMaxNap);
             continue;

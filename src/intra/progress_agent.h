@@ -42,8 +42,9 @@ public:
     void forget(NodeComm* c);
     static bool on_agent_thread();
     // The application polls (MPI_Test, MPI_Wait): it advances its calls
-    // itself, with no hand-over, so the threads stay out of its way until
-    // it starts another call without polling after it (computes).
+    // itself, with no hand-over, so the threads stay out of its way while
+    // it keeps polling, and take over when it starts a call or stops
+    // polling (computes).
     void note_poll() { polls_.fetch_add(1, std::memory_order_relaxed); }
 
     ~ProgressAgent();

@@ -1,5 +1,7 @@
 #include "intra/progress_agent.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -10,13 +12,13 @@ namespace gpucoll::intra {
 namespace {
 thread_local bool t_on_agent = false;
 // How long a thread rests after a pass that found calls still waiting for
-// a peer's post: short against a collective, long enough not to take a
-// core from the application (ranks often share cores with their agents).
+// a peer's post: short against a collective (the threads run where every
+// process has a core to spare: coll_gpucoll_progress_thread auto).
 // While the application polls, the rest doubles up to kMaxNap: it advances
 // its calls itself, and a thread that wakes often takes CPU time from it
 // (measured on a 2-core VM with 4 ranks: 16 KiB MPI_Iallreduce + MPI_Wait
 // up to 3x slower with a 20 us nap throughout). A new call ends any rest.
-constexpr auto kMinNap = std::chrono::microseconds(20);
+constexpr auto kMinNap = std::chrono::microseconds(10);
 constexpr auto kMaxNap = std::chrono::microseconds(320);
 }  // namespace
 
@@ -84,6 +86,10 @@ void ProgressAgent::forget(NodeComm* c) {
 
 void ProgressAgent::loop(Runner& r) {
     t_on_agent = true;
+    // Linux lets a timed wait of a normal thread end up to 50 us late: as
+    // long as a short compute phase. The thread's rests are on the scale of
+    // the calls it serves.
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     auto nap = kMinNap;
     uint64_t served = 0;  // starts seen when the queue was last found empty
     std::unique_lock lock(mutex_);

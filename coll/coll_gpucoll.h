@@ -105,7 +105,8 @@ typedef struct mca_coll_gpucoll_component_t {
     bool uniform_memory;
     int device_flags;    /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
     int host_pipeline;   /* -1 auto, 0 off, 1 on */
-    int progress_thread; /* nonblocking calls advance on a thread of the core: -1 auto, 0, 1 */
+    int progress_thread; /* nonblocking calls advance on threads of the core: -1 auto, 0 off, 1 on,
+                            2 lazy */
     size_t one_shot_max;
     size_t chain_min;
     size_t chunk_size;

@@ -350,11 +350,15 @@ typedef struct gpucoll_comm_config {
      * pinned host memory, chunk by chunk) */
     int inter_device_memory;
     int thread_multiple; /* 1: calls may come from several threads (MPI_THREAD_MULTIPLE) */
-    /* 1: a thread of the library advances nonblocking and persistent calls
-     * while the application computes between starting and completing them;
-     * 0: they advance only inside gpucoll calls (gpucoll_pending_test,
-     * gpucoll_comm_progress, blocking calls); -1 (default): 1 where the
-     * machine has at least two cores per process of the job on it. */
+    /* 1: a thread of the library (one per communicator) advances
+     * nonblocking and persistent calls while the application computes
+     * between starting and completing them; 2: the same thread, lazy: it
+     * steps in only after a millisecond without polling (no overlap to speak
+     * of, but calls started on two communicators in different orders cannot
+     * wait for each other forever); 0: they advance only inside gpucoll
+     * calls (gpucoll_pending_test, gpucoll_comm_progress, blocking calls);
+     * -1 (default): 1 where the machine has at least two cores per process
+     * of the job on it, else 2. */
     int progress_thread;
     /* Called while a rank waits for its peers (NULL: nothing), so that the
      * job's own communication progresses: the component passes opal_progress.

@@ -783,22 +783,30 @@ void NodeComm::start_decline() {
     enqueued();
 }
 
-// The progress agent: where asked for; auto: where every process of the
-// job on this machine can have a core for itself and one for its agent
-// (with fewer cores the agent takes CPU time from the ranks: measured 1.2-3x
-// slower 16 KiB-1 MiB MPI_Iallreduce + MPI_Wait, 4 ranks on a 2-core VM).
-bool NodeComm::uses_agent() const {
-    if (config_.progress_thread >= 0) return config_.progress_thread != 0;
+// The progress agent: where asked for (eager); auto: eager where every
+// process of the job on this machine can have a core for itself and one for
+// its thread, lazy elsewhere (with fewer cores an eager thread takes CPU
+// time from the ranks: measured 1.2-3x slower 16 KiB-1 MiB MPI_Iallreduce +
+// MPI_Wait, 4 ranks on a 2-core VM; a lazy one only steps in after a
+// millisecond without polling, which keeps calls started in different orders
+// on two communicators from waiting for each other forever).
+ProgressAgent::Mode NodeComm::agent_mode() const {
+    if (config_.progress_thread == 0) return ProgressAgent::Mode::Off;
+    if (config_.progress_thread == 1) return ProgressAgent::Mode::Eager;
+    if (config_.progress_thread == 2) return ProgressAgent::Mode::Lazy;
     const unsigned local = launcher_local_processes();
-    return machine_cores() >= 2 * (local > 0 ? local : static_cast<unsigned>(size_));
+    return machine_cores() >= 2 * (local > 0 ? local : static_cast<unsigned>(size_))
+               ? ProgressAgent::Mode::Eager
+               : ProgressAgent::Mode::Lazy;
 }
 
 // A call joined the queue: post it now if it can be. With the progress
 // agent, the call runs on its thread (or in a later test) rather than in
 // the initiating call, which must not wait for the collective.
 void NodeComm::enqueued() {
-    const bool agent = uses_agent();
-    if (!progress(agent) && agent) ProgressAgent::instance().watch(this);
+    const ProgressAgent::Mode mode = agent_mode();
+    const bool agent = mode != ProgressAgent::Mode::Off;
+    if (!progress(agent) && agent) ProgressAgent::instance().watch(this, mode);
 }
 
 // Posting call seq overwrites the post of call seq - kPostDepth: every peer

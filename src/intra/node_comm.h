@@ -16,6 +16,7 @@
 #include "device/device.h"
 #include "gpucoll.h"
 #include "intra/ipc_cache.h"
+#include "intra/progress_agent.h"
 #include "intra/shared_segment.h"
 
 namespace gpucoll::inter {
@@ -255,7 +256,7 @@ private:
     int conclude(Pending& op);
     int decline_now();
     void enqueued();
-    bool uses_agent() const;
+    ProgressAgent::Mode agent_mode() const;
     // Ends every queued call (blocking calls come after them); unless_aborted:
     // gives up once a rank failed a call (teardown).
     void drain(bool unless_aborted = false);

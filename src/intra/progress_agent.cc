@@ -20,6 +20,7 @@ thread_local bool t_on_agent = false;
 // up to 3x slower with a 20 us nap throughout). A new call ends any rest.
 constexpr auto kMinNap = std::chrono::microseconds(10);
 constexpr auto kMaxNap = std::chrono::microseconds(320);
+constexpr auto kLazyNap = std::chrono::microseconds(1000);  // Mode::Lazy: every rest
 }  // namespace
 
 struct ProgressAgent::Runner {
@@ -27,6 +28,7 @@ struct ProgressAgent::Runner {
     std::condition_variable changed;
     uint64_t starts = 0;      // calls started so far
     uint64_t polls_seen = 0;  // polls_ at the last start, or at the thread's last look
+    bool lazy = false;
     bool stop = false;
     std::thread thread;
 };
@@ -51,7 +53,7 @@ ProgressAgent::~ProgressAgent() {
     }
 }
 
-void ProgressAgent::watch(NodeComm* c) {
+void ProgressAgent::watch(NodeComm* c, Mode mode) {
     std::lock_guard lock(mutex_);
     auto it = std::find_if(runners_.begin(), runners_.end(),
                            [c](const std::unique_ptr<Runner>& r) { return r->comm == c; });
@@ -65,7 +67,10 @@ void ProgressAgent::watch(NodeComm* c) {
         r = it->get();
     }
     ++r->starts;
-    r->polls_seen = polls_.load(std::memory_order_relaxed);  // a new call: take it at once
+    r->lazy = mode == Mode::Lazy;
+    // Eager: a new call is taken at once. Lazy: as if the application had
+    // just polled, so the thread first rests a whole nap.
+    r->polls_seen = polls_.load(std::memory_order_relaxed) - (r->lazy ? 1 : 0);
     r->changed.notify_all();
 }
 
@@ -98,7 +103,10 @@ void ProgressAgent::loop(Runner& r) {
         if (r.stop) return;
         const uint64_t starts = r.starts;
         auto rest = [&] {
-            r.changed.wait_for(lock, nap, [&] { return r.stop || r.starts != starts; });
+            if (r.lazy)  // a new call is no reason to look sooner
+                r.changed.wait_for(lock, kLazyNap, [&] { return r.stop; });
+            else
+                r.changed.wait_for(lock, nap, [&] { return r.stop || r.starts != starts; });
         };
         const uint64_t polls = polls_.load(std::memory_order_relaxed);
         if (polls != r.polls_seen) {

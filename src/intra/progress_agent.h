@@ -34,9 +34,15 @@ class ProgressAgent {
 public:
     static ProgressAgent& instance();
 
+    // Off: no thread. Eager: it takes a call over as soon as the application
+    // stops polling. Lazy: only after a millisecond without polling (where
+    // cores are short: a rescue against calls that wait for each other, not
+    // a source of overlap).
+    enum class Mode { Off, Eager, Lazy };
+
     // c has calls in flight: its thread (started at its first call)
     // advances them until its queue is empty.
-    void watch(NodeComm* c);
+    void watch(NodeComm* c, Mode mode);
     // c goes away: stops and joins its thread. Call it without holding c's
     // lock; once it returns, the agent no longer touches c.
     void forget(NodeComm* c);

@@ -12,9 +12,9 @@ set -eu
 prog=$MPI_TESTDIR/test_forms
 for np in $TEST_NPS; do
     # 3 ranks: the quick size set (the others cover the large sizes), and
-    # the progress thread as the machine decides (auto: off where there are
-    # fewer than two cores per rank); the others force it on, and check that
-    # it completes a call while no rank is inside MPI.
+    # the progress threads as the machine decides (auto: lazy where there
+    # are fewer than two cores per rank); the others force them on, and check
+    # that one completes a call while no rank is inside MPI.
     if [ "$np" = 3 ]; then
         unset OMPI_MCA_coll_gpucoll_progress_thread
         run_np "$np" "$prog" --quick

@@ -644,6 +644,47 @@ int main(int argc, char** argv) {
         tu_buf_free(&b);
     }
 
+    /* Nonblocking calls on two communicators, started in opposite orders on
+     * even and odd ranks (legal MPI), completed with one MPI_Waitall: each
+     * rank's progress may run one communicator's call while a peer runs the
+     * other's. The progress threads (on or lazy; auto is one of them) keep
+     * them from waiting for each other. Skipped with the threads off, where
+     * this can hang (test_intra's IntraNonblocking hangs without them; here,
+     * on emu, the calls happened to end inside the initiating calls each
+     * time it was tried). */
+    {
+        const char* pt = getenv("OMPI_MCA_coll_gpucoll_progress_thread");
+        const int threads = pt == NULL || (strcmp(pt, "off") != 0 && strcmp(pt, "0") != 0);
+        MPI_Comm two[2];
+        spec_t s[2];
+        layout_t L[2];
+        tu_buf_t a[2], b[2];
+        for (int c = 0; c < 2 && threads; c++) {
+            MPI_Comm_dup(MPI_COMM_WORLD, &two[c]);
+            int one = 1, sum = 0; /* sets the accelerated path up */
+            MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, two[c]);
+            allreduce_setup(&s[c], &L[c], &a[c], &b[c], two[c], 70000, 5 + c);
+        }
+        for (int iter = 0; iter < 3 && threads; iter++) {
+            MPI_Request req[2];
+            for (int k = 0; k < 2; k++) {
+                const int c = tu.world_rank % 2 == 0 ? k : 1 - k;
+                issue(&s[c], &L[c], F_NONBLOCKING, a[c].ptr, b[c].ptr, &req[c]);
+            }
+            const int rc = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+            TU_CHECK(rc == MPI_SUCCESS, "opposite orders: MPI_Waitall returned %d", rc);
+            for (int c = 0; c < 2; c++) {
+                const int bad = allreduce_wrong(&b[c], &L[c], s[c].count, 5 + c, 1);
+                TU_CHECK(bad < 0, "opposite orders, communicator %d: int %d is wrong", c, bad);
+            }
+        }
+        for (int c = 0; c < 2 && threads; c++) {
+            tu_buf_free(&a[c]);
+            tu_buf_free(&b[c]);
+            MPI_Comm_free(&two[c]);
+        }
+    }
+
     MPI_Comm ring; /* left and right neighbors (itself twice on one rank) */
     {
         int dims[1] = {tu.world_size}, periods[1] = {1};

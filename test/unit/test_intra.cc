@@ -250,19 +250,21 @@ TEST(IntraAgreement, OneRankDeclinesAllDecline) {
     });
 }
 
-// Nonblocking calls with the progress thread: every rank starts its calls
+// Nonblocking calls with the progress threads: every rank starts its calls
 // and then "computes" (sleeps, no gpucoll call), and the calls still end.
 // Ranks start the calls of two communicators in opposite orders (legal for
 // nonblocking collectives): the agent must not wait on one while the other
 // is what a peer needs. Under ThreadSanitizer this also checks the
 // hand-over between the application's threads and the agent.
-TEST(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
+class IntraNonblocking : public ::testing::TestWithParam<int> {};  // progress_thread 1 or 2
+
+TEST_P(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0);
     const int n = 4;
     on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_config_t cfg;
         gpucoll_comm_config_init(&cfg);
-        cfg.progress_thread = 1;
+        cfg.progress_thread = GetParam();
         gpucoll_comm_t* comm[2] = {nullptr, nullptr};
         for (auto& c : comm)
             if (gpucoll_comm_create(&bs, &cfg, &c) != 0 || c == nullptr) fail = "create failed";
@@ -325,5 +327,12 @@ TEST(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
         for (auto& c : comm) gpucoll_comm_destroy(c);
     });
 }
+
+// Eager (takes a call over at once) and lazy (after a millisecond without
+// polling: what auto picks on a machine with fewer than two cores per rank).
+INSTANTIATE_TEST_SUITE_P(Modes, IntraNonblocking, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                             return std::string(info.param == 1 ? "eager" : "lazy");
+                         });
 
 }  // namespace

@@ -188,7 +188,7 @@ static const gpucoll_param_t gpucoll_params[] = {
      "Advance nonblocking and persistent collectives on the accelerated path (MPI_Iallreduce, "
      "MPI_Start, ...) from a thread of gpucoll, one per communicator, while the application "
      "computes between starting and completing them. on: the thread takes a call over as soon "
-     "as the application stops polling (overlap). lazy: only after a millisecond without "
+     "as the application stops polling (overlap). lazy: only after 10-20 ms without "
      "polling (little overlap, little CPU time; it keeps calls that ranks started on two "
      "communicators in different orders from waiting for each other). off: calls advance only "
      "inside MPI calls (such programs can hang). auto: on where the machine has at least two "

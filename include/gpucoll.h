@@ -353,7 +353,7 @@ typedef struct gpucoll_comm_config {
     /* 1: a thread of the library (one per communicator) advances
      * nonblocking and persistent calls while the application computes
      * between starting and completing them; 2: the same thread, lazy: it
-     * steps in only after a millisecond without polling (no overlap to speak
+     * steps in only after 10-20 ms without polling (no overlap to speak
      * of, but calls started on two communicators in different orders cannot
      * wait for each other forever); 0: they advance only inside gpucoll
      * calls (gpucoll_pending_test, gpucoll_comm_progress, blocking calls);

@@ -788,7 +788,7 @@ void NodeComm::start_decline() {
 // its thread, lazy elsewhere (with fewer cores an eager thread takes CPU
 // time from the ranks: measured 1.2-3x slower 16 KiB-1 MiB MPI_Iallreduce +
 // MPI_Wait, 4 ranks on a 2-core VM; a lazy one only steps in after a
-// millisecond without polling, which keeps calls started in different orders
+// 10-20 ms without polling, which keeps calls started in different orders
 // on two communicators from waiting for each other forever).
 ProgressAgent::Mode NodeComm::agent_mode() const {
     if (config_.progress_thread == 0) return ProgressAgent::Mode::Off;

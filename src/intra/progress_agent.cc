@@ -20,7 +20,13 @@ thread_local bool t_on_agent = false;
 // up to 3x slower with a 20 us nap throughout). A new call ends any rest.
 constexpr auto kMinNap = std::chrono::microseconds(10);
 constexpr auto kMaxNap = std::chrono::microseconds(320);
-constexpr auto kLazyNap = std::chrono::microseconds(1000);  // Mode::Lazy: every rest
+// Mode::Lazy: the thread looks once per kLazyNap without being woken, and
+// goes idle after kLazyLinger looks with nothing to do. On the 2-core VM
+// with 4 ranks, a wake-up per call made 4 KiB MPI_Iallreduce + MPI_Wait
+// 7-9x slower and a look per millisecond 2-3x; a look per 10 ms is within
+// noise of no thread (docs/dev-notes.md).
+constexpr auto kLazyNap = std::chrono::milliseconds(10);
+constexpr unsigned kLazyLinger = 100;
 }  // namespace
 
 struct ProgressAgent::Runner {
@@ -29,6 +35,7 @@ struct ProgressAgent::Runner {
     uint64_t starts = 0;      // calls started so far
     uint64_t polls_seen = 0;  // polls_ at the last start, or at the thread's last look
     bool lazy = false;
+    bool idle = false;  // waiting with no call in flight: only a start wakes it
     bool stop = false;
     std::thread thread;
 };
@@ -69,9 +76,9 @@ void ProgressAgent::watch(NodeComm* c, Mode mode) {
     ++r->starts;
     r->lazy = mode == Mode::Lazy;
     // Eager: a new call is taken at once. Lazy: as if the application had
-    // just polled, so the thread first rests a whole nap.
+    // just polled, so the thread first waits a whole look.
     r->polls_seen = polls_.load(std::memory_order_relaxed) - (r->lazy ? 1 : 0);
-    r->changed.notify_all();
+    if (!r->lazy || r->idle) r->changed.notify_all();
 }
 
 void ProgressAgent::forget(NodeComm* c) {
@@ -97,15 +104,26 @@ void ProgressAgent::loop(Runner& r) {
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     auto nap = kMinNap;
     uint64_t served = 0;  // starts seen when the queue was last found empty
+    unsigned quiet = 0;   // lazy: looks in a row with nothing to do
     std::unique_lock lock(mutex_);
     for (;;) {
-        r.changed.wait(lock, [&] { return r.stop || r.starts != served; });
-        if (r.stop) return;
+        if (r.lazy && quiet < kLazyLinger) {
+            r.changed.wait_for(lock, kLazyNap, [&] { return r.stop; });
+            if (r.stop) return;
+            if (r.starts == served) {
+                ++quiet;
+                continue;
+            }
+        } else {
+            r.idle = true;
+            r.changed.wait(lock, [&] { return r.stop || r.starts != served; });
+            r.idle = false;
+            if (r.stop) return;
+        }
+        quiet = 0;
         const uint64_t starts = r.starts;
-        auto rest = [&] {
-            if (r.lazy)  // a new call is no reason to look sooner
-                r.changed.wait_for(lock, kLazyNap, [&] { return r.stop; });
-            else
+        auto rest = [&] {  // lazy: the next look is the rest
+            if (!r.lazy)
                 r.changed.wait_for(lock, nap, [&] { return r.stop || r.starts != starts; });
         };
         const uint64_t polls = polls_.load(std::memory_order_relaxed);

@@ -35,7 +35,7 @@ public:
     static ProgressAgent& instance();
 
     // Off: no thread. Eager: it takes a call over as soon as the application
-    // stops polling. Lazy: only after a millisecond without polling (where
+    // stops polling. Lazy: only after 10-20 ms without polling (where
     // cores are short: a rescue against calls that wait for each other, not
     // a source of overlap).
     enum class Mode { Off, Eager, Lazy };

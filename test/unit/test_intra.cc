@@ -328,7 +328,7 @@ TEST_P(IntraNonblocking, ProgressThreadEndsCallsWhileRanksCompute) {
     });
 }
 
-// Eager (takes a call over at once) and lazy (after a millisecond without
+// Eager (takes a call over at once) and lazy (after 10-20 ms without
 // polling: what auto picks on a machine with fewer than two cores per rank).
 INSTANTIATE_TEST_SUITE_P(Modes, IntraNonblocking, ::testing::Values(1, 2),
                          [](const ::testing::TestParamInfo<int>& info) {

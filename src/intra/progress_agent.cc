@@ -36,6 +36,7 @@ struct ProgressAgent::Runner {
     uint64_t polls_seen = 0;  // polls_ at the last start, or at the thread's last look
     bool lazy = false;
     bool idle = false;  // waiting with no call in flight: only a start wakes it
+    bool busy = false;  // inside its communicator's progress (mutex_ released)
     bool stop = false;
     std::thread thread;
 };
@@ -47,6 +48,10 @@ ProgressAgent& ProgressAgent::instance() {
 
 bool ProgressAgent::on_agent_thread() { return t_on_agent; }
 
+// At exit, communicators are normally gone (MPI_Finalize), and with them
+// their threads. A thread still inside a call (a program that exits
+// without finalizing, a peer that died) may never come back: it is left
+// running, and its state leaked, rather than joined.
 ProgressAgent::~ProgressAgent() {
     std::vector<std::unique_ptr<Runner>> runners;
     {
@@ -56,7 +61,17 @@ ProgressAgent::~ProgressAgent() {
     }
     for (auto& r : runners) {
         r->changed.notify_all();
-        if (r->thread.joinable()) r->thread.join();
+        bool busy;
+        {
+            std::lock_guard lock(mutex_);
+            busy = r->busy;
+        }
+        if (busy) {
+            r->thread.detach();
+            (void)r.release();
+        } else if (r->thread.joinable()) {
+            r->thread.join();
+        }
     }
 }
 
@@ -137,6 +152,7 @@ void ProgressAgent::loop(Runner& r) {
             continue;
         }
         nap = kMinNap;
+        r.busy = true;
         lock.unlock();
         bool empty = false, tried = false;
         {
@@ -149,6 +165,8 @@ void ProgressAgent::loop(Runner& r) {
             }
         }
         lock.lock();
+        r.busy = false;
+        if (r.stop) return;
         if (tried && empty)
             served = starts;  // sleep until the next call (unless one came meanwhile)
         else

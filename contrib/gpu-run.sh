@@ -26,7 +26,9 @@
 # Durations: info + unit + mpi took 32 s on an H100 (2026-11-22);
 # bench-allreduce (np 2 and 4, 3 repeats) 280 s; bench-all is estimated from
 # that at ~4 min (4 collectives per run, 2 repeats); osu at ~4 min (16 runs,
-# each capped at 100 s); bench-kernel under a minute. A step that runs past
+# each capped at 100 s); bench-kernel under a minute; osu-nb (7 programs,
+# np 2 and 4, 8 B-16 MiB) 452 s without MPS, 3 programs at np 4 with MPS
+# about 90 s; bench-overlap 5-15 s. A step that runs past
 # GPUCOLL_STEP_TIMEOUT is cut and reported.
 #   all              every step above, in that order
 #   mps-on, mps-off  start / stop the MPS daemon for the steps that follow

@@ -187,9 +187,15 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
-    comm->log(1, "accelerated path on: %d ranks on one node, backend %s, %s flags (%s)",
+    const ProgressAgent::Mode mode = comm->agent_mode();
+    comm->log(1,
+              "accelerated path on: %d ranks on one node, backend %s, %s flags (%s), "
+              "nonblocking calls: progress threads %s",
               comm->size_, comm->device_->name(), comm->device_flags_ ? "device" : "host",
-              comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank");
+              comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank",
+              mode == ProgressAgent::Mode::Eager  ? "on"
+              : mode == ProgressAgent::Mode::Lazy ? "lazy (fewer than two cores per process)"
+                                                  : "off");
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;

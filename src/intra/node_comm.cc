@@ -187,14 +187,14 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
-    const ProgressAgent::Mode mode = comm->agent_mode();
+    const ProgressAgent::Mode mode = comm->agent_mode_ = comm->choose_agent_mode();
     comm->log(1,
               "accelerated path on: %d ranks on one node, backend %s, %s flags (%s), "
               "nonblocking calls: progress threads %s",
               comm->size_, comm->device_->name(), comm->device_flags_ ? "device" : "host",
               comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank",
               mode == ProgressAgent::Mode::Eager  ? "on"
-              : mode == ProgressAgent::Mode::Lazy ? "lazy (fewer than two cores per process)"
+              : mode == ProgressAgent::Mode::Lazy ? "lazy"
                                                   : "off");
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
@@ -796,7 +796,7 @@ void NodeComm::start_decline() {
 // MPI_Wait, 4 ranks on a 2-core VM; a lazy one only steps in after a
 // 10-20 ms without polling, which keeps calls started in different orders
 // on two communicators from waiting for each other forever).
-ProgressAgent::Mode NodeComm::agent_mode() const {
+ProgressAgent::Mode NodeComm::choose_agent_mode() const {
     if (config_.progress_thread == 0) return ProgressAgent::Mode::Off;
     if (config_.progress_thread == 1) return ProgressAgent::Mode::Eager;
     if (config_.progress_thread == 2) return ProgressAgent::Mode::Lazy;
@@ -810,9 +810,8 @@ ProgressAgent::Mode NodeComm::agent_mode() const {
 // agent, the call runs on its thread (or in a later test) rather than in
 // the initiating call, which must not wait for the collective.
 void NodeComm::enqueued() {
-    const ProgressAgent::Mode mode = agent_mode();
-    const bool agent = mode != ProgressAgent::Mode::Off;
-    if (!progress(agent) && agent) ProgressAgent::instance().watch(this, mode);
+    const bool agent = agent_mode_ != ProgressAgent::Mode::Off;
+    if (!progress(agent) && agent) ProgressAgent::instance().watch(this, agent_mode_);
 }
 
 // Posting call seq overwrites the post of call seq - kPostDepth: every peer

@@ -256,7 +256,8 @@ private:
     int conclude(Pending& op);
     int decline_now();
     void enqueued();
-    ProgressAgent::Mode agent_mode() const;
+    // Decided once at creation (environment and machine queries).
+    ProgressAgent::Mode choose_agent_mode() const;
     // Ends every queued call (blocking calls come after them); unless_aborted:
     // gives up once a rank failed a call (teardown).
     void drain(bool unless_aborted = false);
@@ -294,6 +295,7 @@ private:
     uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
     std::deque<std::shared_ptr<Pending>> queue_;
     bool advancing_ = false;  // inside progress(): waits must not re-enter it
+    ProgressAgent::Mode agent_mode_ = ProgressAgent::Mode::Off;
     std::recursive_mutex lock_;
     bool poisoned_ = false;
 

@@ -116,6 +116,8 @@ typedef struct mca_coll_gpucoll_component_t {
     size_t inter_chunk_size;
     size_t inter_direct_max;
     int inter_device_memory; /* 0 auto, 1 direct, 2 staged */
+    char* topology_file;     /* hwloc XML of the node (NULL: discover) */
+    char* nvlink_file;       /* its NVLinks (NULL: NVML) */
 
     /* state */
     int output;           /* opal_output stream, verbosity = verbose */

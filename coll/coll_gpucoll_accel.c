@@ -161,6 +161,8 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.inter_direct_max_bytes = c->inter_direct_max;
     config.inter_device_memory = c->inter_device_memory;
     config.thread_multiple = c->thread_multiple;
+    config.topology_file = c->topology_file;
+    config.nvlink_file = c->nvlink_file;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),

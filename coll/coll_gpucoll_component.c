@@ -250,6 +250,21 @@ static const gpucoll_param_t gpucoll_params[] = {
      "direction and group. With a CUDA-aware UCX, the size of each message.",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.inter_chunk_size},
+    {"topology_file",
+     "The node's topology as an hwloc XML file (lstopo --of xml FILE writes one), instead of "
+     "discovering it with hwloc and NVML. It decides the algorithm family inside a node (GPUs "
+     "not all joined by NVLink: ring algorithms for large calls, in an order that crosses each "
+     "PCIe switch once) and is printed once per node with coll_gpucoll_verbose 1. With the emu "
+     "backend, rank r of a node plays GPU r of the file (or GPU $GPUCOLL_EMU_GPU), to study a "
+     "machine one does not have. gpucoll_topo --xml FILE shows what gpucoll makes of it.",
+     MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.topology_file},
+    {"nvlink_file",
+     "The NVLinks of the machine given by coll_gpucoll_topology_file (NVML describes the "
+     "machine gpucoll runs on, not the file's): lines 'nvlink BUSID PEER N', PEER another GPU's "
+     "PCI bus id or 'nvswitch', '#' comments. Without it the file's GPUs have no NVLinks.",
+     MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.nvlink_file},
 };
 
 static int gpucoll_register(void) {

@@ -10,6 +10,16 @@ build=${1:-$top/_build/default}
 [ -x "$top/configure" ] || (cd "$top" && ./autogen.sh)
 mkdir -p "$build"
 cd "$build"
-[ -f Makefile ] || "$top/configure" --enable-werror "$@"
+if [ ! -f Makefile ]; then
+    # The real nvml.h, for NVLink discovery, where the CUDA toolkit has none
+    # (optional: without it NVLinks come only from description files).
+    case " $* " in *" --with-nvml"*) ;; *)
+        if [ ! -f /usr/local/cuda/include/nvml.h ] &&
+            "$top/contrib/fetch-nvml-header.sh" "$top/_build/nvml"; then
+            set -- "$@" --with-nvml="$top/_build/nvml"
+        fi ;;
+    esac
+    "$top/configure" --enable-werror "$@"
+fi
 make -j"$(nproc)"
 echo "setup: built in $build"

@@ -364,6 +364,15 @@ typedef struct gpucoll_comm_config {
      * job's own communication progresses: the component passes opal_progress.
      * Without it a peer blocked in a send that needs our progress would hang. */
     void (*progress)(void);
+    /* The node's topology, for the choice of algorithm family and ring order
+     * (NULL or "": discover this machine with hwloc and NVML where the backend
+     * knows each rank's GPU). topology_file: an hwloc XML file; nvlink_file:
+     * its NVLinks ("nvlink BUSID PEER N" lines). With the emu backend, which
+     * has no PCI devices, rank r of a node plays GPU r of the file (or GPU
+     * $GPUCOLL_EMU_GPU), so that machines we do not have can be studied. The
+     * strings are read during gpucoll_comm_create only. */
+    const char* topology_file;
+    const char* nvlink_file;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

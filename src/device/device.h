@@ -96,6 +96,9 @@ public:
     virtual Status current_device(int* ordinal) = 0;
     virtual Status set_current_device(int ordinal) = 0;
     virtual Status gpu_identity(int ordinal, GpuIdentity* out) = 0;
+    // The GPU's PCI bus id ("0000:18:00.0"), for the topology; empty where
+    // the device has none (emu).
+    virtual Status pci_bus_id(int ordinal, std::string* out) = 0;
     // Whether write_flag/wait_flag on streams of this device wait without
     // occupying the device's compute units (CUDA: stream memory operations),
     // so that processes sharing the GPU do not starve each other.

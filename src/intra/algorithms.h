@@ -36,11 +36,13 @@ struct BufferBytes {
 };
 BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t elem);
 
-// The selection table: forced algorithm if valid for this call, else by size.
-// The same on every rank (it depends only on arguments MPI requires to match).
+// The selection table: forced algorithm if valid for this call, else by size
+// and links (ring_links: the GPUs are not all joined by NVLink, so large calls
+// take ring algorithms). The same on every rank (it depends only on arguments
+// MPI requires to match, and on the layout every rank agreed on).
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
-                                     const char** why);
+                                     bool ring_links, const char** why);
 
 // Element range [begin, end) of block p when count elements are split in size blocks.
 inline size_t block_begin(size_t count, int size, int p) {

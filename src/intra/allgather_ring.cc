@@ -8,8 +8,10 @@ namespace gpucoll::intra {
 Status allgather_block(CallContext& ctx, int p, const char** out);  // allgather_direct.cc
 
 Status allgather_ring(CallContext& ctx) {
-    const int n = ctx.size, me = ctx.rank;
-    const int left = (me - 1 + n) % n, right = (me + 1) % n;
+    // In the ring order (the topology's, else rank order): at step s the
+    // block of the rank s+1 positions to our left arrives.
+    const int n = ctx.size, me = ctx.rank, pos = ctx.comm.ring_position(me);
+    const int left = ctx.comm.ring_at(pos - 1), right = ctx.comm.ring_at(pos + 1);
     const size_t block = ctx.call.count * ctx.elem;
     char* out = static_cast<char*>(ctx.call.recvbuf);
     const char* own = nullptr;
@@ -19,7 +21,7 @@ Status allgather_ring(CallContext& ctx) {
     char* left_out = nullptr;
     GPUCOLL_TRY(ctx.output(left, &left_out));
     for (int s = 0; s < n - 1; ++s) {
-        const int c = ((me - s - 1) % n + n) % n;
+        const int c = ctx.comm.ring_at(pos - s - 1);
         const char* src = nullptr;
         if (s == 0) {
             GPUCOLL_TRY(allgather_block(ctx, left, &src));

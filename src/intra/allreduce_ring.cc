@@ -12,8 +12,10 @@ namespace gpucoll::intra {
 
 Status allreduce_ring(CallContext& ctx) {
     const size_t count = ctx.call.count, elem = ctx.elem;
-    const int n = ctx.size, me = ctx.rank;
-    const int left = (me - 1 + n) % n, right = (me + 1) % n;
+    // Positions in the ring order (the topology's, else rank order); blocks
+    // are numbered by position, as every rank ends with all of them.
+    const int n = ctx.size, me = ctx.rank, pos = ctx.comm.ring_position(me);
+    const int left = ctx.comm.ring_at(pos - 1), right = ctx.comm.ring_at(pos + 1);
     char* out = static_cast<char*>(ctx.call.recvbuf);
     char *in = nullptr, *left_in = nullptr, *left_out = nullptr;
     GPUCOLL_TRY(ctx.input(me, &in));
@@ -24,7 +26,7 @@ Status allreduce_ring(CallContext& ctx) {
     auto length = [&](int c) { return begin(c + 1) - begin(c); };
 
     for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
-        const int c = ((me - s - 1) % n + n) % n;
+        const int c = ((pos - s - 1) % n + n) % n;
         if (s > 0) {
             GPUCOLL_TRY(ctx.wait_peer(left, static_cast<uint64_t>(s)));
             ++ctx.rounds;
@@ -35,7 +37,7 @@ Status allreduce_ring(CallContext& ctx) {
         GPUCOLL_TRY(ctx.signal(static_cast<uint64_t>(s + 1)));
     }
     for (int s = 0; s < n - 1; ++s) {  // allgather
-        const int c = ((me - s) % n + n) % n;
+        const int c = ((pos - s) % n + n) % n;
         GPUCOLL_TRY(ctx.wait_peer(left, static_cast<uint64_t>(n - 1 + s)));
         ++ctx.rounds;
         GPUCOLL_TRY(

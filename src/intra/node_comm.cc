@@ -18,7 +18,9 @@
 #include "device/reduce_ops.h"
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
+#include "intra/node_layout.h"
 #include "intra/progress_agent.h"
+#include "topo/report.h"
 
 namespace gpucoll::intra {
 
@@ -69,6 +71,7 @@ struct Hello {
     int32_t gpu_known;              // 1: gpu below is this rank's current device
     int32_t flags_without_compute;  // its stream flags occupy no compute units
     GpuIdentity gpu;
+    LayoutVote layout;
 };
 
 }  // namespace
@@ -159,9 +162,21 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         hello.gpu_known = 1;
         hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
     }
+    // The topology's vote: this rank's GPU in the node's machine.
+    std::string bus_id, topo_error;
+    const topo::Machine* machine = nullptr;
+    if (hello.gpu_known != 0) (void)comm->device_->pci_bus_id(ordinal, &bus_id);
+    hello.layout = vote_layout(config, bs.rank, bs.size, bus_id, &machine, &topo_error);
+    static std::atomic<bool> topo_error_said{false};  // once per process
+    if (!topo_error.empty() && !topo_error_said.exchange(true))
+        comm->log(0, "topology not used: %s (coll_gpucoll_topology_file, coll_gpucoll_nvlink_file)",
+                  topo_error.c_str());
     std::vector<Hello> all;
     GPUCOLL_TRY(bootstrap_allgather(bs, hello, &all));
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
+    std::vector<LayoutVote> votes;
+    for (const Hello& h : all) votes.push_back(h.layout);
+    comm->use_layout(agree_layout(machine, votes), machine);
     comm->call_size_ = comm->size_;
     for (int p = 0; p < comm->size_; ++p) comm->global_of_.push_back(p);
     const FlagsChoice flags = choose_flags(config.device_flags, all);
@@ -199,6 +214,33 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;
+}
+
+void NodeComm::use_layout(const topo::Layout& layout, const topo::Machine* machine) {
+    ring_ = layout.ring;
+    ring_pos_.assign(ring_.size(), 0);
+    for (size_t i = 0; i < ring_.size(); ++i)
+        ring_pos_[static_cast<size_t>(ring_[i])] = static_cast<int>(i);
+    ring_family_ = layout.family == topo::Family::RING;
+    if (machine == nullptr) return;
+    std::string order;
+    for (int r : ring_) order += " " + std::to_string(r);
+    log(1, "topology: %s algorithms (%s); ring order:%s", ring_family_ ? "ring" : "direct",
+        layout.why.c_str(), order.c_str());
+    // The node's summary once per process that is the first of its node, at
+    // the first communicator that looks at the topology.
+    static std::atomic<bool> summarized{false};
+    if (rank_ != 0 || config_.verbose < 1 || summarized.exchange(true)) return;
+    topo::ReportInput in;
+    in.machine = machine;
+    std::string text = topo::format_text(in);
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\n', at);
+        const std::string line = text.substr(at, end == std::string::npos ? end : end - at);
+        log(1, "topology: %s", line.c_str());
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
 }
 
 Status NodeComm::setup(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config) {
@@ -668,7 +710,8 @@ void NodeComm::begin(Pending& op) {
               : elem == 0     ? GPUCOLL_ALGO_STAGED
               : hier_ != nullptr
                   ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &op.why)
-                  : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, &op.why);
+                  : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
+                                     &op.why);
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);

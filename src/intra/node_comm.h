@@ -18,6 +18,7 @@
 #include "intra/ipc_cache.h"
 #include "intra/progress_agent.h"
 #include "intra/shared_segment.h"
+#include "topo/paths.h"
 
 namespace gpucoll::inter {
 class Hierarchy;
@@ -165,6 +166,16 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    // Ring algorithms: the rank at position i of the ring (modulo the size),
+    // and rank r's position; rank order unless the topology says otherwise.
+    int ring_at(int i) const {
+        const int n = size_, p = ((i % n) + n) % n;
+        return ring_.empty() ? p : ring_[static_cast<size_t>(p)];
+    }
+    int ring_position(int r) const {
+        return ring_pos_.empty() ? r : ring_pos_[static_cast<size_t>(r)];
+    }
+    bool ring_family() const { return ring_family_; }
     // A communicator that spans nodes: this node's part of it. Calls then
     // agree between nodes, and the hierarchical algorithms run.
     void attach(inter::Hierarchy* hierarchy);
@@ -318,6 +329,11 @@ private:
     bool device_flags_ = false;
     bool gpu_shared_ = false;
     bool pipelined_ = false;
+    // From the topology (node_layout.h): the ranks in ring order, each
+    // rank's position in it, and whether the links call for ring algorithms.
+    std::vector<int> ring_, ring_pos_;
+    bool ring_family_ = false;
+    void use_layout(const topo::Layout& layout, const topo::Machine* machine);
 
 public:
     struct Pending {

@@ -15,8 +15,9 @@ size_t reduce_scatter_ring_temp_bytes(const gpucoll_call_t& call, int size, size
 }
 
 Status reduce_scatter_ring(CallContext& ctx) {
-    const int n = ctx.size, me = ctx.rank;
-    const int left = (me - 1 + n) % n, right = (me + 1) % n;
+    // In the ring order (the topology's, else rank order).
+    const int n = ctx.size, me = ctx.rank, pos = ctx.comm.ring_position(me);
+    const int left = ctx.comm.ring_at(pos - 1), right = ctx.comm.ring_at(pos + 1);
     const size_t elem = ctx.elem;
     const size_t slot = reduce_scatter_ring_temp_bytes(ctx.call, n, elem) / 3;
     const bool in_place = ctx.call.sendbuf == nullptr;
@@ -30,7 +31,7 @@ Status reduce_scatter_ring(CallContext& ctx) {
     GPUCOLL_TRY(ctx.temp(left, &left_temp));
 
     for (int s = 0; s < n - 1; ++s) {
-        const int c = ((me - s - 2) % n + n) % n;  // the last step lands on our own block
+        const int c = ctx.comm.ring_at(pos - s - 2);  // the last step lands on our own block
         if (s > 0) {  // the left neighbour's partial of block c is ready
             GPUCOLL_TRY(ctx.wait_peer(left, static_cast<uint64_t>(s)));
             ++ctx.rounds;

@@ -108,7 +108,7 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
-                                     const char** why) {
+                                     bool ring_links, const char** why) {
     if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;
@@ -138,6 +138,10 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
                 *why = "small: one round";
                 return GPUCOLL_ALGO_ONE_SHOT;
             }
+            if (ring_links) {
+                *why = "large, GPUs not all joined by NVLink: ring";
+                return GPUCOLL_ALGO_RING;
+            }
             *why = "large: bandwidth-optimal";
             return GPUCOLL_ALGO_TWO_SHOT;
         case GPUCOLL_COLL_BCAST:
@@ -146,6 +150,15 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
                 return GPUCOLL_ALGO_CHAIN;
             }
             *why = "all read the root";
+            return GPUCOLL_ALGO_DIRECT;
+        case GPUCOLL_COLL_ALLGATHER:
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+            if (ring_links && bytes > config.one_shot_max_bytes) {
+                *why = "large, GPUs not all joined by NVLink: ring";
+                return GPUCOLL_ALGO_RING;
+            }
+            *why = "all read their peers";
             return GPUCOLL_ALGO_DIRECT;
         default:
             *why = "all read their peers";

@@ -431,6 +431,17 @@ public:
         GPUCOLL_TRY(valid_ordinal(ordinal));
         return driver_.uuid(ordinal, out->bytes);
     }
+    Status pci_bus_id(int ordinal, std::string* out) override {
+        GPUCOLL_TRY(valid_ordinal(ordinal));
+        char id[32] = {};
+        if (cudaDeviceGetPCIBusId(id, sizeof id, ordinal) != cudaSuccess) {
+            (void)cudaGetLastError();
+            out->clear();  // unknown: the topology is not used
+            return kSuccess;
+        }
+        *out = id;
+        return kSuccess;
+    }
     bool flags_without_compute(int ordinal) override;
     bool prefers_async_work() const override { return true; }
     // An eighth of the current device's memory (1 GiB if it cannot be read).

@@ -22,6 +22,10 @@ public:
     Status current_device(int* ordinal) override;
     Status set_current_device(int ordinal) override;
     Status gpu_identity(int ordinal, GpuIdentity* out) override;
+    Status pci_bus_id(int, std::string* out) override {  // no PCI device behind it
+        out->clear();
+        return kSuccess;
+    }
     bool flags_without_compute(int) override { return true; }   // a worker thread waits
     bool prefers_async_work() const override { return false; }  // measured: slower on the VM
     size_t ipc_cache_default_bytes() override { return size_t{1} << 30; }

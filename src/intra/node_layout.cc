@@ -1,0 +1,103 @@
+// node_layout.cc - the topology's part in a node communicator.
+#include "intra/node_layout.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+#include "topo/report.h"
+
+namespace gpucoll::intra {
+
+const topo::Machine* node_machine(const std::string& xml_file, const std::string& nvlink_file,
+                                  std::string* error) {
+    // Discovery reads the whole PCI tree (milliseconds): once per process and
+    // pair of files. Entries are never removed, so pointers stay valid.
+    static std::mutex lock;
+    static std::map<std::pair<std::string, std::string>,
+                    std::pair<std::unique_ptr<topo::Machine>, std::string>>
+        known;
+    std::lock_guard<std::mutex> guard(lock);
+    auto& entry = known[{xml_file, nvlink_file}];
+    if (entry.first == nullptr && entry.second.empty()) {
+        auto m = std::make_unique<topo::Machine>();
+        topo::Sources sources;
+        sources.xml_file = xml_file;
+        sources.links_file = nvlink_file;
+        if (topo::discover(sources, m.get()) == kSuccess)
+            entry.first = std::move(m);
+        else
+            entry.second = last_error();
+    }
+    *error = entry.second;
+    return entry.first.get();
+}
+
+uint64_t machine_fingerprint(const topo::Machine& m) {
+    topo::ReportInput in;
+    in.machine = &m;
+    const std::string text = topo::format_json(in);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h == 0 ? 1 : h;
+}
+
+LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int node_size,
+                       const std::string& bus_id, const topo::Machine** machine,
+                       std::string* error) {
+    LayoutVote v;
+    *machine = nullptr;
+    error->clear();
+    const std::string xml = config.topology_file != nullptr ? config.topology_file : "";
+    const std::string links = config.nvlink_file != nullptr ? config.nvlink_file : "";
+    // Two ranks have one link between them whatever the topology; a rank
+    // without a PCI bus id has no place in a discovered machine.
+    if (node_size <= 2 || (bus_id.empty() && xml.empty())) return v;
+    const topo::Machine* m = node_machine(xml, links, error);
+    if (m == nullptr) return v;
+    *machine = m;
+    v.fingerprint = machine_fingerprint(*m);
+    if (!bus_id.empty()) {
+        v.gpu = m->gpu_by_bus_id(bus_id);
+    } else {  // emu with a topology file: play a GPU of the file
+        const char* forced = std::getenv("GPUCOLL_EMU_GPU");
+        char* end = nullptr;
+        const long g = forced != nullptr ? std::strtol(forced, &end, 10) : node_rank;
+        const bool valid = forced == nullptr || (end != forced && *end == '\0');
+        v.gpu = valid && g >= 0 && g < static_cast<long>(m->gpus.size()) ? static_cast<int>(g) : -1;
+    }
+    return v;
+}
+
+topo::Layout agree_layout(const topo::Machine* machine, const std::vector<LayoutVote>& votes) {
+    topo::Layout l;
+    l.ring.resize(votes.size());
+    std::iota(l.ring.begin(), l.ring.end(), 0);
+    if (votes.size() <= 2) {
+        l.why = "two ranks or fewer";
+        return l;
+    }
+    std::vector<int> gpus;
+    for (const LayoutVote& v : votes) {
+        if (v.fingerprint == 0 || v.fingerprint != votes[0].fingerprint) {
+            l.why = v.fingerprint == 0 ? "topology unknown on some rank"
+                                       : "the ranks see different topologies";
+            return l;
+        }
+        if (v.gpu < 0) {
+            l.why = "some rank's GPU is not in the topology";
+            return l;
+        }
+        gpus.push_back(v.gpu);
+    }
+    if (machine == nullptr) {  // cannot happen: a fingerprint means a machine
+        l.why = "topology unknown";
+        return l;
+    }
+    return topo::choose_layout(*machine, gpus);
+}
+
+}  // namespace gpucoll::intra

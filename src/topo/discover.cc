@@ -1,0 +1,269 @@
+// discover.cc - a Machine from hwloc: this machine, or an hwloc XML file
+// that describes another one. GPUs are NVIDIA display/3D controllers; NICs
+// are network controllers with an OpenFabrics or network OS device. NVLinks
+// come from NVML, or from a description file where NVML is absent.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "config.h"
+#include "topo/topology.h"
+
+#if GPUCOLL_HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+namespace gpucoll::topo {
+
+int Machine::gpu_by_bus_id(const std::string& bus_id) const {
+    const std::string want = normalize_bus_id(bus_id);
+    for (size_t i = 0; i < gpus.size(); ++i)
+        if (gpus[i].bus_id == want) return static_cast<int>(i);
+    return -1;
+}
+
+std::string normalize_bus_id(const std::string& s) {
+    unsigned long domain = 0;
+    unsigned bus = 0, dev = 0, fn = 0;
+    char tail = 0;
+    if (std::sscanf(s.c_str(), "%lx:%x:%x.%x%c", &domain, &bus, &dev, &fn, &tail) != 4 ||
+        domain > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
+        return {};
+    char out[16];
+    std::snprintf(out, sizeof out, "%04lx:%02x:%02x.%x", domain, bus, dev, fn);
+    return out;
+}
+
+#if GPUCOLL_HAVE_HWLOC
+
+namespace {
+
+using PciAttr = hwloc_obj_attr_u::hwloc_pcidev_attr_s;
+
+constexpr unsigned kNvidia = 0x10de;
+
+bool is_nvidia_gpu(const PciAttr& p) {
+    const unsigned base = p.class_id >> 8;  // 0x03: display controller (VGA 0x0300, 3D 0x0302)
+    return p.vendor_id == kNvidia && base == 0x03;
+}
+
+bool is_network(const PciAttr& p) {
+    return (p.class_id >> 8) == 0x02;  // network controller: Ethernet 0x0200, InfiniBand 0x0207
+}
+
+std::string bus_id_of(const PciAttr& p) {
+    char s[16];
+    std::snprintf(s, sizeof s, "%04x:%02x:%02x.%x", static_cast<unsigned>(p.domain), p.bus, p.dev,
+                  p.func);
+    return s;
+}
+
+// RAII for an hwloc topology.
+struct HwlocTopology {
+    hwloc_topology_t t = nullptr;
+    HwlocTopology() = default;
+    HwlocTopology(const HwlocTopology&) = delete;
+    HwlocTopology& operator=(const HwlocTopology&) = delete;
+    ~HwlocTopology() {
+        if (t != nullptr) hwloc_topology_destroy(t);
+    }
+};
+
+class Walker {
+public:
+    Walker(hwloc_topology_t t, Machine* m) : t_(t), m_(m) {}
+
+    void walk(hwloc_obj_t obj, std::vector<int>& chain) {
+        bool pushed = false;
+        if (obj->type == HWLOC_OBJ_BRIDGE) {
+            Bridge b;
+            b.host = obj->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+            if (!b.host) b.bus_id = bus_id_of(obj->attr->bridge.upstream.pci);
+            b.order = static_cast<int>(m_->bridges.size());
+            m_->bridges.push_back(b);
+            chain.push_back(b.order);
+            pushed = true;
+        } else if (obj->type == HWLOC_OBJ_PCI_DEVICE) {
+            device(obj, chain);
+        }
+        for (hwloc_obj_t c = obj->first_child; c != nullptr; c = c->next_sibling) walk(c, chain);
+        for (hwloc_obj_t c = obj->io_first_child; c != nullptr; c = c->next_sibling) walk(c, chain);
+        if (pushed) chain.pop_back();
+    }
+
+private:
+    void place(hwloc_obj_t obj, const std::vector<int>& chain, PciDevice* d) {
+        const PciAttr& p = obj->attr->pcidev;
+        d->bus_id = bus_id_of(p);
+        d->vendor = p.vendor_id;
+        d->device = p.device_id;
+        d->pci_class = p.class_id;
+        d->bridges.assign(chain.rbegin(), chain.rend());  // nearest first
+        hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t_, obj);
+        if (near == nullptr) return;
+        if (near->nodeset != nullptr && !hwloc_bitmap_iszero(near->nodeset))
+            d->numa = hwloc_bitmap_first(near->nodeset);
+        hwloc_obj_t pkg = near->type == HWLOC_OBJ_PACKAGE
+                              ? near
+                              : hwloc_get_ancestor_obj_by_type(t_, HWLOC_OBJ_PACKAGE, near);
+        if (pkg != nullptr) d->package = static_cast<int>(pkg->os_index);
+        if (near->cpuset != nullptr) {
+            char* list = nullptr;
+            if (hwloc_bitmap_list_asprintf(&list, near->cpuset) >= 0 && list != nullptr) {
+                d->cpuset = list;
+                std::free(list);
+            }
+        }
+    }
+
+    void device(hwloc_obj_t obj, const std::vector<int>& chain) {
+        const PciAttr& p = obj->attr->pcidev;
+        if (is_nvidia_gpu(p)) {
+            Gpu g;
+            place(obj, chain, &g);
+            for (hwloc_obj_t c = obj->io_first_child; c != nullptr; c = c->next_sibling)
+                if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != nullptr && g.name.empty())
+                    g.name = c->name;
+            m_->gpus.push_back(std::move(g));
+            return;
+        }
+        Nic n;
+        for (hwloc_obj_t c = obj->io_first_child; c != nullptr; c = c->next_sibling) {
+            if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
+            if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+                n.name = c->name;
+                n.rdma = true;
+            } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && n.netdev.empty()) {
+                n.netdev = c->name;
+            }
+        }
+        if (!is_network(p) && !n.rdma) return;
+        if (n.name.empty()) n.name = n.netdev;
+        if (n.name.empty()) return;  // a network controller without a driver: unusable
+        place(obj, chain, &n);
+        m_->nics.push_back(std::move(n));
+    }
+
+    hwloc_topology_t t_;
+    Machine* m_;
+};
+
+}  // namespace
+
+static Status discover_hwloc(const Sources& sources, Machine* m) {
+    HwlocTopology topo;
+    if (hwloc_topology_init(&topo.t) != 0)
+        return set_error(GPUCOLL_ERR_SYSTEM, "hwloc_topology_init failed");
+    hwloc_topology_set_io_types_filter(topo.t, HWLOC_TYPE_FILTER_KEEP_ALL);
+    const char* env_xml = std::getenv("HWLOC_XMLFILE");
+    std::string xml = sources.xml_file;
+    if (xml.empty() && env_xml != nullptr && *env_xml != '\0') xml = env_xml;
+    if (!xml.empty()) {
+        if (hwloc_topology_set_xml(topo.t, xml.c_str()) != 0)
+            return set_error(GPUCOLL_ERR_INVALID_ARG,
+                             "cannot use '%s' as an hwloc XML topology (does it exist? make one "
+                             "with 'lstopo --of xml FILE')",
+                             xml.c_str());
+    }
+    if (hwloc_topology_load(topo.t) != 0)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "hwloc could not load the topology%s%s",
+                         xml.empty() ? "" : " from ", xml.c_str());
+    m->source = xml.empty() ? "this machine (hwloc " HWLOC_VERSION ")" : "hwloc XML file " + xml;
+    m->packages = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PACKAGE);
+    m->numa_nodes = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_NUMANODE);
+    m->cores = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_CORE);
+    m->pus = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU);
+    std::vector<int> chain;
+    Walker(topo.t, m).walk(hwloc_get_root_obj(topo.t), chain);
+    return kSuccess;
+}
+
+#else
+
+static Status discover_hwloc(const Sources& sources, Machine* m) {
+    if (!sources.xml_file.empty())
+        return set_error(GPUCOLL_ERR_UNSUPPORTED,
+                         "cannot read '%s': gpucoll was built without hwloc (Debian: apt-get "
+                         "install libhwloc-dev, then configure again)",
+                         sources.xml_file.c_str());
+    m->source = "nothing: gpucoll was built without hwloc";
+    m->notes.push_back("built without hwloc: no PCI tree, GPUs or NICs known");
+    return kSuccess;
+}
+
+#endif
+
+Status discover(const Sources& sources, Machine* out) {
+    Machine m;
+    GPUCOLL_TRY(discover_hwloc(sources, &m));
+    auto by_bus = [](const PciDevice& a, const PciDevice& b) { return a.bus_id < b.bus_id; };
+    std::sort(m.gpus.begin(), m.gpus.end(), by_bus);
+    std::sort(m.nics.begin(), m.nics.end(), by_bus);
+    m.links.assign(m.gpus.size(), GpuLinks{});
+    const bool from_file = !sources.xml_file.empty() || std::getenv("HWLOC_XMLFILE") != nullptr;
+    if (!sources.links_file.empty()) {
+        GPUCOLL_TRY(load_links_file(sources.links_file, &m));
+    } else if (from_file) {
+        // A machine described by a file: NVML would describe this one.
+        m.links_source = "none (no NVLink description given with the XML file)";
+    } else {
+        std::string why;
+        if (!query_nvml_links(&m, &why)) {
+            m.links_source = "none (" + why + ")";
+        }
+    }
+    if (m.gpus.empty()) m.notes.push_back("no NVIDIA GPU found");
+    if (m.nics.empty()) m.notes.push_back("no network device with a PCI address found");
+    *out = std::move(m);
+    return kSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// NVLink description files
+// ---------------------------------------------------------------------------
+
+Status load_links_file(const std::string& path, Machine* m) {
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cannot open the NVLink description '%s'",
+                         path.c_str());
+    std::unique_ptr<FILE, int (*)(FILE*)> closer(f, std::fclose);
+    m->links.assign(m->gpus.size(), GpuLinks{});
+    char line[512];
+    int lineno = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        ++lineno;
+        if (char* hash = std::strchr(line, '#')) *hash = '\0';
+        char word[32], a[64], b[64];
+        int count = 0;
+        char extra[2];
+        const int got = std::sscanf(line, "%31s %63s %63s %d %1s", word, a, b, &count, extra);
+        if (got <= 0) continue;  // blank
+        auto bad = [&](const char* what) {
+            return set_error(GPUCOLL_ERR_INVALID_ARG,
+                             "%s:%d: %s (expected 'nvlink BUSID PEER N', "
+                             "PEER a GPU's PCI bus id or 'nvswitch')",
+                             path.c_str(), lineno, what);
+        };
+        if (got != 4 || std::strcmp(word, "nvlink") != 0) return bad("not an nvlink statement");
+        if (count <= 0 || count > 64) return bad("the link count must be 1..64");
+        const int g = m->gpu_by_bus_id(a);
+        if (g < 0) return bad("no GPU of the topology has this bus id");
+        if (std::strcmp(b, "nvswitch") == 0) {
+            m->links[g].to_switch = count;
+            continue;
+        }
+        const int h = m->gpu_by_bus_id(b);
+        if (h < 0) return bad("the peer is neither 'nvswitch' nor a GPU of the topology");
+        if (h == g) return bad("a GPU linked to itself");
+        // Either side may state a link; both sides stating it is one link set.
+        m->links[g].to_gpu[h] = std::max(m->links[g].to_gpu[h], count);
+        m->links[h].to_gpu[g] = std::max(m->links[h].to_gpu[g], count);
+    }
+    m->links_source = "NVLink description file " + path;
+    return kSuccess;
+}
+
+}  // namespace gpucoll::topo

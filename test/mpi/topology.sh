@@ -1,0 +1,111 @@
+#!/bin/sh
+# topology.sh - the node's topology in the accelerated path, with machines we
+# do not have (test/topo fixtures; emu: rank r plays GPU r of the file, or GPU
+# $GPUCOLL_EMU_GPU):
+#  1. a PCIe-only workstation (pcie_4gpu.xml), np 4: every rank says the
+#     links call for ring algorithms, rank 0 prints the node's summary once;
+#     large allreduce, allgather and reduce_scatter_block take ring, a small
+#     allreduce one_shot (verbose 10, call by call);
+#  2. an NVSwitch node (dgx_h100.xml + .nvlinks), np 4: direct family, large
+#     allreduce two_shot;
+#  3. ranks spread across the PCIe switches (GPUs 0,2,1,3): ring order
+#     0 1 3 2, and test_collectives with the ring algorithms forced, checked
+#     call by call: right results in a ring order other than rank order;
+#  4. an unreadable topology file: one message per rank, calls accelerated
+#     and right;
+#  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
+#     usage error.
+# Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
+set -eu
+. "$(dirname "$0")/mpi-env.sh"
+
+fixtures=$GPUCOLL_SRCDIR/test/topo
+bench=$GPUCOLL_BUILDDIR/perf/gpucoll_bench
+topo=$GPUCOLL_BUILDDIR/tools/gpucoll_topo
+
+echo "== 5. gpucoll_topo"
+"$topo" >"$MPI_TMP/topo.txt" || fail "gpucoll_topo failed on this machine"
+grep -q '^CPUs: ' "$MPI_TMP/topo.txt" || fail "gpucoll_topo: no CPU line"
+for f in dgx_h100 pcie_4gpu two_socket; do
+    links=""
+    [ -f "$fixtures/$f.nvlinks" ] && links="--nvlinks $fixtures/$f.nvlinks"
+    # shellcheck disable=SC2086 # words
+    "$topo" --xml "$fixtures/$f.xml" $links >"$MPI_TMP/topo.txt" || fail "gpucoll_topo $f"
+    # shellcheck disable=SC2086
+    "$topo" --xml "$fixtures/$f.xml" $links --json >"$MPI_TMP/topo.json" || fail "gpucoll_topo $f --json"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$MPI_TMP/topo.json" ||
+        fail "gpucoll_topo $f --json: not JSON"
+done
+grep -q 'Algorithm family: ring' "$MPI_TMP/topo.txt" || fail "two_socket: not ring"
+"$topo" --help | grep -q '^SYNOPSIS' || fail "gpucoll_topo --help"
+rc=0
+"$topo" --bogus 2>/dev/null || rc=$?
+[ "$rc" -eq 2 ] || fail "gpucoll_topo --bogus: exit $rc, expected 2"
+
+[ "$TEST_DEVICE" = emu ] || skip "parts 1-4 play fixture GPUs on the emu backend"
+
+pcie="--mca coll_gpucoll_topology_file $fixtures/pcie_4gpu.xml"
+nvs="--mca coll_gpucoll_topology_file $fixtures/dgx_h100.xml --mca coll_gpucoll_nvlink_file $fixtures/dgx_h100.nvlinks"
+# algo_of MPI-ARGS -- COLL SIZE: the algorithm every rank's verbose-10 line
+# names for one call of COLL on SIZE bytes (fails unless all 4 agree).
+algo_of() {
+    _args=""
+    while [ "$1" != "--" ]; do _args="$_args $1"; shift; done
+    shift
+    # shellcheck disable=SC2086 # words
+    run_np 4 $_args --mca coll_gpucoll_verbose 10 "$bench" "$1" -m "$2:$2" -i 2 -w 1 -c >/dev/null
+    _a=$(sed -n "s/.*(blocking): $1 \([a-z_]*\), $2 bytes.*/\1/p" "$MPI_OUT" | sort -u)
+    _n=$(grep -c "(blocking): $1 [a-z_]*, $2 bytes" "$MPI_OUT" || true)
+    [ "$(echo "$_a" | wc -l)" -eq 1 ] && [ "$_n" -ge 4 ] ||
+        { cat "$MPI_OUT"; fail "$1 $2 bytes: algorithms '$_a' over $_n calls"; }
+    echo "$_a"
+}
+expect_algo() { # expect_algo WANT MPI-ARGS -- COLL SIZE
+    _want=$1
+    shift
+    _got=$(algo_of "$@")
+    [ "$_got" = "$_want" ] || fail "$*: $_got, expected $_want"
+    echo "ok: $* -> $_got"
+}
+
+echo "== 1. PCIe workstation: ring"
+# shellcheck disable=SC2086 # words
+run_np 4 $pcie --mca coll_gpucoll_verbose 1 "$MPI_TESTDIR/test_collectives" --no-large --expect accelerated
+n=$(grep -c 'topology: ring algorithms .*ring order: 0 1 2 3' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || { cat "$MPI_OUT"; fail "expected every rank to choose ring algorithms (got $n lines)"; }
+n=$(grep -c 'topology: Algorithm family: ring' "$MPI_OUT" || true)
+[ "$n" -eq 1 ] || { cat "$MPI_OUT"; fail "expected the node summary once, got $n"; }
+grep -q 'topology: GPU0    X      PIX    PHB    PHB' "$MPI_OUT" || { cat "$MPI_OUT"; fail "no matrix in the summary"; }
+expect_algo ring $pcie -- allreduce 1048576
+expect_algo one_shot $pcie -- allreduce 16
+expect_algo ring $pcie -- allgather 1048576
+expect_algo ring $pcie -- reduce_scatter_block 1048576
+
+echo "== 2. NVSwitch node: direct family"
+# shellcheck disable=SC2086 # words
+run_np 4 $nvs --mca coll_gpucoll_verbose 1 "$bench" allreduce -m 1M:1M -i 2 -w 1 -c
+n=$(grep -c 'topology: direct algorithms (every pair of GPUs is joined by NVLink' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || { cat "$MPI_OUT"; fail "expected the direct family on every rank"; }
+expect_algo two_shot $nvs -- allreduce 1048576
+expect_algo direct $nvs -- allgather 1048576
+
+echo "== 3. ranks spread across the switches: ring order 0 1 3 2"
+spread='export GPUCOLL_EMU_GPU=$(echo 0 2 1 3 | cut -d" " -f$((OMPI_COMM_WORLD_RANK + 1)));
+    exec "$0" "$@"'
+# shellcheck disable=SC2086 # words
+run_mpi 4 --mca coll_gpucoll_device emu $pcie --mca coll_gpucoll_verbose 1 \
+    --mca coll_gpucoll_allreduce_algorithm ring --mca coll_gpucoll_allgather_algorithm ring \
+    --mca coll_gpucoll_reduce_scatter_algorithm ring \
+    --mca coll_gpucoll_reduce_scatter_block_algorithm ring -- \
+    sh -c "$spread" "$MPI_TESTDIR/test_collectives" --no-large --expect accelerated \
+    --algorithm allreduce=ring --algorithm allgather=ring --algorithm reduce_scatter=ring \
+    --algorithm reduce_scatter_block=ring
+n=$(grep -c 'topology: ring algorithms .*ring order: 0 1 3 2$' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || { cat "$MPI_OUT"; fail "expected ring order 0 1 3 2 on every rank (got $n lines)"; }
+
+echo "== 4. an unreadable topology file"
+run_np 3 --mca coll_gpucoll_topology_file /nonexistent/topo.xml "$MPI_TESTDIR/test_collectives" \
+    --no-large --expect accelerated
+n=$(grep -c 'topology not used: .*/nonexistent/topo.xml' "$MPI_OUT" || true)
+[ "$n" -ge 3 ] || { cat "$MPI_OUT"; fail "expected a message on every rank about the file (got $n)"; }
+echo "PASS"

@@ -1,0 +1,285 @@
+// test_topo.cc - topology discovery over the fixtures of test/topo (hwloc XML
+// written by test/topo/make_fixtures.py, expected values in its README), the
+// decisions built on it, and how a node communicator and the selection table
+// use them.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "intra/algorithms.h"
+#include "intra/node_layout.h"
+#include "topo/paths.h"
+#include "topo/report.h"
+#include "topo/topology.h"
+
+using namespace gpucoll::topo;
+
+namespace {
+
+std::string fixture(const char* name) {
+    const char* src = std::getenv("GPUCOLL_SRCDIR");
+    return std::string(src != nullptr ? src : ".") + "/test/topo/" + name;
+}
+
+Machine load(const char* xml, const char* links = nullptr) {
+    Sources s;
+    s.xml_file = fixture(xml);
+    if (links != nullptr) s.links_file = fixture(links);
+    Machine m;
+    EXPECT_EQ(discover(s, &m), gpucoll::kSuccess) << gpucoll::last_error();
+    return m;
+}
+
+std::string conn(const Machine& m, int a, int b) { return to_string(gpu_to_gpu(m, a, b)); }
+std::string nic_path(const Machine& m, int g, int n) {
+    return path_name(pci_path(m.gpus[static_cast<size_t>(g)], m.nics[static_cast<size_t>(n)], m));
+}
+
+// Hops of a ring (ranks in order, gpu_of_rank) by connection class.
+int hops_of(const Machine& m, const std::vector<int>& ring, const std::vector<int>& gpu_of_rank,
+            Path p) {
+    int count = 0;
+    for (size_t i = 0; i < ring.size(); ++i) {
+        const int a = gpu_of_rank[static_cast<size_t>(ring[i])];
+        const int b = gpu_of_rank[static_cast<size_t>(ring[(i + 1) % ring.size()])];
+        if (gpu_to_gpu(m, a, b).path == p) ++count;
+    }
+    return count;
+}
+
+std::string write_temp(const std::string& text) {
+    char name[] = "/tmp/gpucoll-topo-XXXXXX";
+    const int fd = mkstemp(name);
+    EXPECT_GE(fd, 0);
+    FILE* f = fdopen(fd, "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    return name;
+}
+
+}  // namespace
+
+TEST(TopoBusId, Normalized) {
+    EXPECT_EQ(normalize_bus_id("00000000:18:00.0"), "0000:18:00.0");  // NVML
+    EXPECT_EQ(normalize_bus_id("0000:DB:00.0"), "0000:db:00.0");      // CUDA, upper case
+    EXPECT_EQ(normalize_bus_id("0000:18:00.0 "), "");
+    EXPECT_EQ(normalize_bus_id("18:00.0"), "");
+    EXPECT_EQ(normalize_bus_id("0000:18:20.0"), "");  // device > 0x1f
+}
+
+TEST(TopoThisMachine, DiscoversWithoutGpu) {
+    Machine m;
+    ASSERT_EQ(discover({}, &m), gpucoll::kSuccess);
+    EXPECT_GE(m.pus, 1);
+    EXPECT_GE(m.numa_nodes, 1);
+    if (m.gpus.empty()) {
+        const std::string text = format_text({&m, {}});
+        EXPECT_NE(text.find("no NVIDIA GPU found"), std::string::npos) << text;
+        EXPECT_EQ(text.find("Ring order"), std::string::npos);
+    }
+}
+
+TEST(TopoFixture, DgxH100) {
+    const Machine m = load("dgx_h100.xml", "dgx_h100.nvlinks");
+    ASSERT_EQ(m.gpus.size(), 8u);
+    ASSERT_EQ(m.nics.size(), 8u);
+    EXPECT_EQ(m.packages, 2);
+    EXPECT_EQ(m.numa_nodes, 2);
+    EXPECT_EQ(m.gpus[0].bus_id, "0000:18:00.0");
+    EXPECT_EQ(m.gpus[7].bus_id, "0000:db:00.0");
+    EXPECT_EQ(m.gpus[0].name, "cuda0");
+    EXPECT_EQ(m.gpus[0].numa, 0);
+    EXPECT_EQ(m.gpus[7].numa, 1);
+    EXPECT_EQ(m.gpus[4].cpuset, "8-15");
+    for (int a = 0; a < 8; ++a)
+        for (int b = 0; b < 8; ++b) EXPECT_EQ(conn(m, a, b), a == b ? "X" : "NV18");
+    // NIC 2s and 2s+1 share switch s with GPUs 2s and 2s+1.
+    for (int g = 0; g < 8; ++g)
+        for (int n = 0; n < 8; ++n) {
+            const char* want = g / 2 == n / 2 ? "PIX" : g / 4 == n / 4 ? "NODE" : "SYS";
+            EXPECT_EQ(nic_path(m, g, n), want) << "GPU" << g << " NIC" << n;
+        }
+    const std::vector<NicChoice> nics = nic_per_gpu(m);
+    for (int g = 0; g < 8; ++g) {
+        EXPECT_EQ(nics[static_cast<size_t>(g)].nic, g);
+        EXPECT_TRUE(nics[static_cast<size_t>(g)].gpudirect);
+        EXPECT_EQ(m.nics[static_cast<size_t>(g)].name, "mlx5_" + std::to_string(g));
+    }
+    const Layout l = choose_layout(m, one_rank_per_gpu(m));
+    EXPECT_EQ(l.family, Family::DIRECT) << l.why;
+}
+
+TEST(TopoFixture, DgxH100WithoutNvlinksIsPcie) {
+    const Machine m = load("dgx_h100.xml");
+    EXPECT_EQ(conn(m, 0, 1), "PIX");
+    EXPECT_EQ(conn(m, 0, 2), "NODE");
+    EXPECT_EQ(conn(m, 0, 4), "SYS");
+    const Layout l = choose_layout(m, one_rank_per_gpu(m));
+    EXPECT_EQ(l.family, Family::RING);
+    // Two socket crossings at least, and no more.
+    EXPECT_EQ(hops_of(m, l.ring, one_rank_per_gpu(m), Path::SYS), 2);
+    EXPECT_EQ(hops_of(m, l.ring, one_rank_per_gpu(m), Path::PIX), 4);
+}
+
+TEST(TopoFixture, PcieWorkstation) {
+    const Machine m = load("pcie_4gpu.xml");
+    ASSERT_EQ(m.gpus.size(), 4u);
+    ASSERT_EQ(m.nics.size(), 1u);
+    EXPECT_EQ(m.nics[0].name, "eno1");
+    EXPECT_FALSE(m.nics[0].rdma);
+    EXPECT_EQ(conn(m, 0, 1), "PIX");
+    EXPECT_EQ(conn(m, 2, 3), "PIX");
+    EXPECT_EQ(conn(m, 0, 2), "PHB");
+    EXPECT_EQ(conn(m, 1, 3), "PHB");
+    for (int g = 0; g < 4; ++g) {
+        EXPECT_EQ(nic_path(m, g, 0), "PHB");
+        EXPECT_EQ(nic_per_gpu(m)[static_cast<size_t>(g)].nic, 0);
+        EXPECT_FALSE(nic_per_gpu(m)[static_cast<size_t>(g)].gpudirect);
+    }
+    const Layout l = choose_layout(m, one_rank_per_gpu(m));
+    EXPECT_EQ(l.family, Family::RING) << l.why;
+    EXPECT_EQ(l.ring, (std::vector<int>{0, 1, 2, 3}));
+    // Ranks placed across the switches (rank order would cross the host
+    // bridge four times): the ring crosses each switch once.
+    const std::vector<int> spread = {0, 2, 1, 3};
+    EXPECT_EQ(hops_of(m, std::vector<int>{0, 1, 2, 3}, spread, Path::PHB), 4);
+    const std::vector<int> ring = ring_order(m, spread);
+    EXPECT_EQ(ring[0], 0);
+    EXPECT_EQ(hops_of(m, ring, spread, Path::PHB), 2);
+    EXPECT_EQ(hops_of(m, ring, spread, Path::PIX), 2);
+}
+
+TEST(TopoFixture, TwoSocketNvlinkPairs) {
+    const Machine m = load("two_socket.xml", "two_socket.nvlinks");
+    ASSERT_EQ(m.gpus.size(), 4u);
+    EXPECT_EQ(conn(m, 0, 1), "NV12");
+    EXPECT_EQ(conn(m, 2, 3), "NV12");
+    EXPECT_EQ(conn(m, 0, 2), "SYS");
+    EXPECT_EQ(nic_path(m, 0, 0), "PHB");
+    EXPECT_EQ(nic_path(m, 3, 0), "SYS");
+    for (const NicChoice& c : nic_per_gpu(m)) {
+        EXPECT_EQ(c.nic, 0);
+        EXPECT_FALSE(c.gpudirect);  // an RDMA NIC, but behind the host bridge
+    }
+    EXPECT_FALSE(full_nvlink_mesh(m, {0, 1, 2, 3}));
+    EXPECT_TRUE(full_nvlink_mesh(m, {2, 3}));
+    const std::vector<int> spread = {0, 2, 1, 3};
+    const Layout l = choose_layout(m, spread);
+    EXPECT_EQ(l.family, Family::RING);
+    EXPECT_EQ(hops_of(m, l.ring, spread, Path::NV), 2);
+    EXPECT_EQ(hops_of(m, l.ring, spread, Path::SYS), 2);
+    // Without the NVLink description the pairs are PCIe neighbours.
+    const Machine bare = load("two_socket.xml");
+    EXPECT_EQ(conn(bare, 0, 1), "PHB");
+}
+
+TEST(TopoReport, TextAndJson) {
+    const Machine m = load("pcie_4gpu.xml");
+    const std::string text = format_text({&m, {}});
+    EXPECT_NE(text.find("GPU0    X      PIX    PHB    PHB    PHB"), std::string::npos) << text;
+    EXPECT_NE(text.find("Algorithm family: ring"), std::string::npos) << text;
+    const std::string json = format_json({&m, {0, 2, 1, 3}});
+    EXPECT_NE(json.find("\"family\": \"ring\""), std::string::npos) << json;
+    EXPECT_NE(json.find("\"gpu_of_rank\": [0, 2, 1, 3]"), std::string::npos) << json;
+}
+
+TEST(TopoLinksFile, ErrorsNameTheLine) {
+    const std::string bad = write_temp("# ok\nnvlink 0000:17:00.0 0000:31:00.0 12\nnvlnk x y 1\n");
+    Sources s;
+    s.xml_file = fixture("two_socket.xml");
+    s.links_file = bad;
+    Machine m;
+    EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(gpucoll::last_error()).find(bad + ":3:"), std::string::npos)
+        << gpucoll::last_error();
+    const std::string unknown = write_temp("nvlink 0000:99:00.0 nvswitch 18\n");
+    s.links_file = unknown;
+    EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(gpucoll::last_error()).find("no GPU of the topology"), std::string::npos);
+    s.links_file = "/nonexistent.nvlinks";
+    EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
+    std::remove(bad.c_str());
+    std::remove(unknown.c_str());
+}
+
+TEST(TopoLinksFile, MissingXmlIsAnError) {
+    Sources s;
+    s.xml_file = "/nonexistent.xml";
+    Machine m;
+    EXPECT_NE(discover(s, &m), gpucoll::kSuccess);
+    EXPECT_NE(std::string(gpucoll::last_error()).find("/nonexistent.xml"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// How a node communicator uses it
+// ---------------------------------------------------------------------------
+
+TEST(TopoNodeLayout, VotesAgree) {
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    const std::string xml = fixture("pcie_4gpu.xml");
+    config.topology_file = xml.c_str();
+    std::vector<gpucoll::intra::LayoutVote> votes;
+    const Machine* machine = nullptr;
+    std::string error;
+    unsetenv("GPUCOLL_EMU_GPU");
+    for (int r = 0; r < 4; ++r)  // emu: rank r plays GPU r of the file
+        votes.push_back(gpucoll::intra::vote_layout(config, r, 4, "", &machine, &error));
+    ASSERT_NE(machine, nullptr) << error;
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(votes[static_cast<size_t>(r)].gpu, r);
+    Layout l = gpucoll::intra::agree_layout(machine, votes);
+    EXPECT_EQ(l.family, Family::RING);
+    // A rank that saw another machine, or does not know its GPU: rank order, direct.
+    votes[2].fingerprint ^= 1;
+    l = gpucoll::intra::agree_layout(machine, votes);
+    EXPECT_EQ(l.family, Family::DIRECT);
+    EXPECT_EQ(l.ring, (std::vector<int>{0, 1, 2, 3}));
+    votes[2].fingerprint ^= 1;
+    votes[3].gpu = -1;
+    EXPECT_EQ(gpucoll::intra::agree_layout(machine, votes).family, Family::DIRECT);
+    // Real bus ids are looked up (cuda).
+    EXPECT_EQ(gpucoll::intra::vote_layout(config, 0, 4, "0000:2C:00.0", &machine, &error).gpu, 2);
+    // Two ranks: no topology needed.
+    EXPECT_EQ(gpucoll::intra::vote_layout(config, 0, 2, "", &machine, &error).fingerprint, 0u);
+    // An unreadable file: no machine, an error to report, no failure.
+    config.topology_file = "/nonexistent.xml";
+    EXPECT_EQ(gpucoll::intra::vote_layout(config, 0, 4, "", &machine, &error).fingerprint, 0u);
+    EXPECT_EQ(machine, nullptr);
+    EXPECT_NE(error.find("/nonexistent.xml"), std::string::npos);
+}
+
+TEST(TopoSelection, RingOnPcieDirectOnNvswitch) {
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    config.one_shot_max_bytes = 16 << 10;
+    auto pick = [&](gpucoll_coll_t coll, size_t count, bool ring_links) {
+        gpucoll_call_t call{};
+        call.coll = coll;
+        call.count = count;
+        call.dtype = GPUCOLL_FLOAT;
+        const char* why = nullptr;
+        return gpucoll::intra::select_algorithm(call, 4, 4, config, 64 << 10, ring_links, &why);
+    };
+    const Machine pcie = load("pcie_4gpu.xml");
+    const Machine nvs = load("dgx_h100.xml", "dgx_h100.nvlinks");
+    const bool pcie_ring = choose_layout(pcie, {0, 1, 2, 3}).family == Family::RING;
+    const bool nvs_ring = choose_layout(nvs, {0, 1, 2, 3}).family == Family::RING;
+    EXPECT_TRUE(pcie_ring);
+    EXPECT_FALSE(nvs_ring);
+    const size_t large = 1 << 20, small = 16;
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, large, pcie_ring), GPUCOLL_ALGO_RING);
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, small, pcie_ring), GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLGATHER, large, pcie_ring), GPUCOLL_ALGO_RING);
+    EXPECT_EQ(pick(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, large, pcie_ring), GPUCOLL_ALGO_RING);
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, large, nvs_ring), GPUCOLL_ALGO_TWO_SHOT);
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, small, nvs_ring), GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLGATHER, large, nvs_ring), GPUCOLL_ALGO_DIRECT);
+    EXPECT_EQ(pick(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, large, nvs_ring), GPUCOLL_ALGO_DIRECT);
+    // A forced algorithm still wins.
+    config.algorithm[GPUCOLL_COLL_ALLREDUCE] = GPUCOLL_ALGO_TWO_SHOT;
+    EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, large, pcie_ring), GPUCOLL_ALGO_TWO_SHOT);
+}

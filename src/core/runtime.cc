@@ -17,11 +17,12 @@ Runtime::~Runtime() {
     (void)transport_.release();
 }
 
-Status Runtime::transport(bool thread_multi, inter::Transport** out) {
+Status Runtime::transport(bool thread_multi, const std::string& net_devices,
+                          inter::Transport** out) {
     std::lock_guard<std::mutex> lock(transport_mutex_);
     if (!transport_tried_) {
         transport_tried_ = true;
-        if (inter::Transport::create(thread_multi, &transport_) != kSuccess)
+        if (inter::Transport::create(thread_multi, net_devices, &transport_) != kSuccess)
             transport_error_ = last_error();
     }
     *out = transport_.get();

@@ -39,7 +39,8 @@ public:
     // The inter-node transport, started by the first communicator that spans
     // nodes (thread_multi: MPI_THREAD_MULTIPLE). A failure to start is
     // remembered: later communicators get the same answer at once.
-    Status transport(bool thread_multi, inter::Transport** out);
+    // net_devices: UCX_NET_DEVICES for it ("": UCX's choice); the first call decides.
+    Status transport(bool thread_multi, const std::string& net_devices, inter::Transport** out);
     // Closes the transport's endpoints and worker (gpucoll_finalize): before
     // the job's own network shuts down, never from a static destructor.
     void release_transport();

@@ -9,6 +9,7 @@
 #include "common/bootstrap.h"
 #include "common/machine.h"
 #include "core/runtime.h"
+#include "intra/node_layout.h"
 
 namespace gpucoll::inter {
 
@@ -57,7 +58,14 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
                          const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out) {
     out->reset();
     Transport* transport = nullptr;
-    const Status ts = Runtime::instance().transport(config.thread_multiple != 0, &transport);
+    // Rails: each process on the NIC nearest its GPU (unless the user chose).
+    std::string bus_id, rail_why;
+    if (Device* dev = Runtime::instance().device(); dev != nullptr) {
+        int ordinal = -1;
+        if (dev->current_device(&ordinal) == kSuccess) (void)dev->pci_bus_id(ordinal, &bus_id);
+    }
+    const std::string nic = intra::rail_net_device(config, bus_id, &rail_why);
+    const Status ts = Runtime::instance().transport(config.thread_multiple != 0, nic, &transport);
     const std::string why = ts == kSuccess ? "" : last_error();
     bool all_ok = false;
     GPUCOLL_TRY(bootstrap_agree(bs, ts == kSuccess, &all_ok));

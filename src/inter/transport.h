@@ -32,7 +32,9 @@ class Transport {
 public:
     // thread_multi: the worker may be used by several threads at once
     // (MPI_THREAD_MULTIPLE). GPUCOLL_ERR_UNSUPPORTED when built without UCX.
-    static Status create(bool thread_multi, std::unique_ptr<Transport>* out);
+    // net_devices: UCX_NET_DEVICES for this context ("": UCX's choice).
+    static Status create(bool thread_multi, const std::string& net_devices,
+                         std::unique_ptr<Transport>* out);
     ~Transport();
     Transport(const Transport&) = delete;
     Transport& operator=(const Transport&) = delete;

@@ -10,7 +10,7 @@ struct Transport::Impl {};
 Transport::Transport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Transport::~Transport() = default;
 
-Status Transport::create(bool, std::unique_ptr<Transport>*) {
+Status Transport::create(bool, const std::string&, std::unique_ptr<Transport>*) {
     return set_error(GPUCOLL_ERR_UNSUPPORTED,
                      "gpucoll was built without UCX (configure --with-ucx; Debian: libucx-dev)");
 }

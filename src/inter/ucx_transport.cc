@@ -63,11 +63,17 @@ ucs_memory_type_t memory_type(MemKind kind) {
 Transport::Transport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Transport::~Transport() = default;
 
-Status Transport::create(bool thread_multi, std::unique_ptr<Transport>* out) {
+Status Transport::create(bool thread_multi, const std::string& net_devices,
+                         std::unique_ptr<Transport>* out) {
     auto impl = std::make_unique<Impl>();
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return ucx_error("ucp_config_read", s);
+    if (!net_devices.empty() &&
+        (s = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str())) != UCS_OK) {
+        ucp_config_release(config);
+        return ucx_error("ucp_config_modify(NET_DEVICES)", s);
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -102,6 +108,7 @@ Status Transport::create(bool thread_multi, std::unique_ptr<Transport>* out) {
     std::snprintf(text, sizeof text, "UCX %u.%u.%u, memory types: host%s", major, minor, release,
                   impl->cuda ? ", cuda" : "");
     impl->description = text;
+    if (!net_devices.empty()) impl->description += ", network device " + net_devices;
     out->reset(new Transport(std::move(impl)));
     return kSuccess;
 }

@@ -72,6 +72,41 @@ LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int n
     return v;
 }
 
+std::string rail_net_device(const gpucoll_comm_config_t& config, const std::string& gpu_bus_id,
+                            std::string* why) {
+    const char* user = std::getenv("UCX_NET_DEVICES");
+    const char* xml = std::getenv("HWLOC_XMLFILE");
+    if (user != nullptr && *user != '\0') {
+        *why = "UCX_NET_DEVICES set by the user";
+        return {};
+    }
+    if ((config.topology_file != nullptr && *config.topology_file != '\0') ||
+        (xml != nullptr && *xml != '\0')) {
+        *why = "the topology comes from a file, not from this machine";
+        return {};
+    }
+    if (gpu_bus_id.empty()) {
+        *why = "the device has no PCI bus id";
+        return {};
+    }
+    std::string error;
+    const topo::Machine* m = node_machine("", "", &error);
+    const int gpu = m != nullptr ? m->gpu_by_bus_id(gpu_bus_id) : -1;
+    if (gpu < 0) {
+        *why = m == nullptr ? error : "the GPU is not in the discovered topology";
+        return {};
+    }
+    const topo::NicChoice c = topo::nic_per_gpu(*m)[static_cast<size_t>(gpu)];
+    if (c.nic < 0) {
+        *why = "no network device found";
+        return {};
+    }
+    const topo::Nic& nic = m->nics[static_cast<size_t>(c.nic)];
+    *why = std::string("the NIC nearest the GPU (") + topo::path_name(c.path) +
+           (c.gpudirect ? ", GPUDirect RDMA" : "") + ")";
+    return topo::ucx_device_name(nic);
+}
+
 topo::Layout agree_layout(const topo::Machine* machine, const std::vector<LayoutVote>& votes) {
     topo::Layout l;
     l.ring.resize(votes.size());

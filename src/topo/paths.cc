@@ -86,6 +86,10 @@ std::vector<NicChoice> nic_per_gpu(const Machine& m) {
     return out;
 }
 
+std::string ucx_device_name(const Nic& nic) {
+    return nic.rdma ? nic.name + ":1" : (nic.netdev.empty() ? nic.name : nic.netdev);
+}
+
 bool full_nvlink_mesh(const Machine& m, const std::vector<int>& gpus) {
     for (size_t i = 0; i < gpus.size(); ++i)
         for (size_t j = i + 1; j < gpus.size(); ++j) {

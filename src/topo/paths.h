@@ -44,6 +44,10 @@ struct NicChoice {
 };
 std::vector<NicChoice> nic_per_gpu(const Machine& m);
 
+// The NIC's name as UCX_NET_DEVICES takes it: "mlx5_0:1" (port 1) for an
+// RDMA device, the interface ("eth0") otherwise.
+std::string ucx_device_name(const Nic& nic);
+
 // Every pair of the given GPUs joined by NVLink.
 bool full_nvlink_mesh(const Machine& m, const std::vector<int>& gpus);
 

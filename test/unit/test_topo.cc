@@ -283,3 +283,34 @@ TEST(TopoSelection, RingOnPcieDirectOnNvswitch) {
     config.algorithm[GPUCOLL_COLL_ALLREDUCE] = GPUCOLL_ALGO_TWO_SHOT;
     EXPECT_EQ(pick(GPUCOLL_COLL_ALLREDUCE, large, pcie_ring), GPUCOLL_ALGO_TWO_SHOT);
 }
+
+TEST(TopoRails, NicNamesForUcx) {
+    const Machine dgx = load("dgx_h100.xml", "dgx_h100.nvlinks");
+    EXPECT_EQ(ucx_device_name(dgx.nics[3]), "mlx5_3:1");
+    const Machine pcie = load("pcie_4gpu.xml");
+    EXPECT_EQ(ucx_device_name(pcie.nics[0]), "eno1");
+}
+
+TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    std::string why;
+    unsetenv("HWLOC_XMLFILE");
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_NE(why.find("UCX_NET_DEVICES"), std::string::npos);
+    unsetenv("UCX_NET_DEVICES");
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "", &why), "");  // emu
+    EXPECT_NE(why.find("no PCI bus id"), std::string::npos);
+    const std::string xml = fixture("dgx_h100.xml");
+    config.topology_file = xml.c_str();  // a file describes another machine
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_NE(why.find("file"), std::string::npos);
+    config.topology_file = nullptr;
+    Machine here;
+    ASSERT_EQ(discover({}, &here), gpucoll::kSuccess);
+    if (here.gpus.empty()) {  // this machine: the bus id is no GPU of it
+        EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+        EXPECT_NE(why.find("not in the discovered topology"), std::string::npos) << why;
+    }
+}

@@ -1,11 +1,13 @@
 // gpucoll_topo - how this node's GPUs and NICs are connected, and what
 // gpucoll makes of it. See `gpucoll_topo --help`.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "topo/cost_model.h"
 #include "topo/report.h"
 #include "topo/topology.h"
 
@@ -18,6 +20,8 @@ const char kHelp[] =
     "\n"
     "SYNOPSIS\n"
     "    gpucoll_topo [--xml FILE [--nvlinks FILE]] [--ranks N | --gpus LIST] [--json]\n"
+    "    gpucoll_topo --model PRESET|FILE [--nodes N] [--ranks-per-node M] [--coll C]\n"
+    "                 [--sizes MIN:MAX] [--params]\n"
     "\n"
     "DESCRIPTION\n"
     "    Discovers this machine with hwloc (PCI tree, packages, NUMA nodes, CPU sets,\n"
@@ -45,6 +49,19 @@ const char kHelp[] =
     "                    (default: one rank per GPU).\n"
     "    --gpus LIST     The GPU of each rank, comma-separated (e.g. 0,2,1,3).\n"
     "    --json          Print JSON instead of text.\n"
+    "\n"
+    "  The cost model (docs/cost-model.md): predicted time and bus bandwidth of every\n"
+    "  algorithm for a described cluster, no machine needed:\n"
+    "    --model PRESET|FILE  Link costs: a preset (h100-nvswitch: 8 x H100 SXM per\n"
+    "                    node on NVSwitch, one 400 Gb/s NIC per GPU; pcie4-workstation;\n"
+    "                    emu) or a params file ('key = value' lines; --params prints\n"
+    "                    one to start from).\n"
+    "    --nodes N       Nodes (default 1).\n"
+    "    --ranks-per-node M  Ranks (GPUs) per node (default 8).\n"
+    "    --coll C        allreduce (default), bcast, allgather, reduce_scatter,\n"
+    "                    reduce_scatter_block, reduce, or all.\n"
+    "    --sizes MIN:MAX Bytes, doubling, suffixes K M G (default 8:1G).\n"
+    "    --params        Print the parameters as a params file and exit.\n"
     "    -h, --help      This text.\n"
     "\n"
     "LEGEND\n"
@@ -62,6 +79,7 @@ const char kHelp[] =
     "    gpucoll_topo\n"
     "    gpucoll_topo --xml dgx_h100.xml --nvlinks dgx_h100.nvlinks\n"
     "    gpucoll_topo --xml pcie_4gpu.xml --gpus 0,2,1,3 --json\n"
+    "    gpucoll_topo --model h100-nvswitch --nodes 4 --coll allreduce --sizes 1K:1G\n"
     "\n"
     "SEE ALSO\n"
     "    nvidia-smi topo -m, lstopo(1); the component's MCA parameters\n"
@@ -89,6 +107,68 @@ bool parse_list(const char* s, std::vector<int>* out) {
     return !out->empty();
 }
 
+bool parse_size(const char* s, const char** end, size_t* out) {
+    char* e = nullptr;
+    const unsigned long long v = std::strtoull(s, &e, 10);
+    if (e == s) return false;
+    size_t mult = 1;
+    if (*e == 'K' || *e == 'k') mult = size_t{1} << 10;
+    if (*e == 'M' || *e == 'm') mult = size_t{1} << 20;
+    if (*e == 'G' || *e == 'g') mult = size_t{1} << 30;
+    if (mult != 1) ++e;
+    *out = static_cast<size_t>(v) * mult;
+    *end = e;
+    return v > 0;
+}
+
+bool parse_sizes(const char* s, size_t* lo, size_t* hi) {
+    const char* e = nullptr;
+    if (!parse_size(s, &e, lo) || *e != ':') return false;
+    if (!parse_size(e + 1, &e, hi) || *e != '\0') return false;
+    return *lo <= *hi && *hi <= (size_t{1} << 40);
+}
+
+std::string human(size_t b) {
+    char s[32];
+    if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0)
+        std::snprintf(s, sizeof s, "%zuG", b >> 30);
+    else if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0)
+        std::snprintf(s, sizeof s, "%zuM", b >> 20);
+    else if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0)
+        std::snprintf(s, sizeof s, "%zuK", b >> 10);
+    else
+        std::snprintf(s, sizeof s, "%zu", b);
+    return s;
+}
+
+// One table per collective: a row per size, time (us) and busbw (GB/s) of
+// every algorithm the table has for the shape, and the fastest.
+void print_model(const gpucoll::topo::ModelParams& p, gpucoll::topo::Shape shape,
+                 gpucoll_coll_t coll, size_t lo, size_t hi) {
+    using namespace gpucoll::topo;
+    std::vector<gpucoll_algorithm_t> algos;
+    for (const Choice& c : rank_algorithms(coll, lo, shape, p)) algos.push_back(c.algo);
+    std::sort(algos.begin(), algos.end());
+    std::printf("\n%s on %d node(s) x %d rank(s): predicted time (us) / busbw (GB/s)\n",
+                gpucoll_coll_name(coll), shape.nodes, shape.ranks_per_node);
+    std::printf("%8s", "bytes");
+    for (gpucoll_algorithm_t a : algos) std::printf("  %19s", gpucoll_algorithm_name(a));
+    std::printf("  %s\n", "fastest");
+    for (size_t b = lo; b <= hi; b *= 2) {
+        std::printf("%8s", human(b).c_str());
+        const std::vector<Choice> ranked = rank_algorithms(coll, b, shape, p);
+        for (gpucoll_algorithm_t a : algos) {
+            const Prediction pr = predict(coll, a, b, shape, p);
+            if (!pr.applicable)
+                std::printf("  %19s", "-");
+            else
+                std::printf("  %11.1f / %5.1f", pr.time_us, pr.busbw_GBps);
+        }
+        std::printf("  %s\n", ranked.empty() ? "-" : gpucoll_algorithm_name(ranked[0].algo));
+        if (b > hi / 2) break;  // no overflow past hi
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +176,11 @@ int main(int argc, char** argv) {
     bool json = false;
     long ranks = 0;
     std::vector<int> gpus;
+    std::string model;
+    long nodes = 1, per_node = 8;
+    std::string coll_name = "allreduce";
+    size_t lo = 8, hi = size_t{1} << 30;
+    bool print_params = false;
     for (int i = 1; i < argc; ++i) {
         const char* a = argv[i];
         auto value = [&](const char* opt) -> const char* {
@@ -126,10 +211,60 @@ int main(int argc, char** argv) {
             const char* v = value(a);
             if (v == nullptr || !parse_list(v, &gpus))
                 return usage("--gpus needs a comma-separated list of GPU indices");
+        } else if (!std::strcmp(a, "--model")) {
+            const char* v = value(a);
+            if (v == nullptr) return usage("--model needs a preset or a params file");
+            model = v;
+        } else if (!std::strcmp(a, "--nodes") || !std::strcmp(a, "--ranks-per-node")) {
+            const char* v = value(a);
+            char* end = nullptr;
+            const long n = v == nullptr ? 0 : std::strtol(v, &end, 10);
+            if (v == nullptr || *end != '\0' || n < 1 || n > 65536)
+                return usage((std::string(a) + " needs a count of 1..65536").c_str());
+            (!std::strcmp(a, "--nodes") ? nodes : per_node) = n;
+        } else if (!std::strcmp(a, "--coll")) {
+            const char* v = value(a);
+            if (v == nullptr) return usage("--coll needs a collective");
+            coll_name = v;
+        } else if (!std::strcmp(a, "--sizes")) {
+            const char* v = value(a);
+            if (v == nullptr || !parse_sizes(v, &lo, &hi))
+                return usage("--sizes needs MIN:MAX in bytes (suffixes K M G), MIN <= MAX");
+        } else if (!std::strcmp(a, "--params")) {
+            print_params = true;
         } else {
             return usage((std::string("unknown option ") + a).c_str());
         }
     }
+    if (!model.empty()) {
+        gpucoll::topo::ModelParams p;
+        std::string error;
+        if (!gpucoll::topo::preset(model, &p)) {
+            gpucoll::topo::preset("h100-nvswitch", &p);  // a file refines a preset
+            if (!gpucoll::topo::load_params(model, &p, &error)) {
+                std::fprintf(stderr, "gpucoll_topo: --model %s: not a preset (", model.c_str());
+                for (const std::string& n : gpucoll::topo::preset_names())
+                    std::fprintf(stderr, " %s", n.c_str());
+                std::fprintf(stderr, " ) and not a params file: %s\n", error.c_str());
+                return 1;
+            }
+        }
+        if (print_params) {
+            std::fputs(gpucoll::topo::format_params(p).c_str(), stdout);
+            return 0;
+        }
+        std::vector<gpucoll_coll_t> colls;
+        for (int c = 0; c < GPUCOLL_COLL_REDUCE_LOCAL; ++c)
+            if (coll_name == "all" ||
+                coll_name == gpucoll_coll_name(static_cast<gpucoll_coll_t>(c)))
+                colls.push_back(static_cast<gpucoll_coll_t>(c));
+        if (colls.empty()) return usage(("unknown collective " + coll_name).c_str());
+        std::printf("Model: %s\nSource: %s\n", p.name.c_str(), p.source.c_str());
+        const gpucoll::topo::Shape shape{static_cast<int>(per_node), static_cast<int>(nodes)};
+        for (gpucoll_coll_t c : colls) print_model(p, shape, c, lo, hi);
+        return 0;
+    }
+    if (print_params) return usage("--params goes with --model");
     if (!sources.links_file.empty() && sources.xml_file.empty() &&
         std::getenv("HWLOC_XMLFILE") == nullptr)
         return usage(

@@ -14,7 +14,7 @@
 #  4. an unreadable topology file: one message per rank, calls accelerated
 #     and right;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
-#     usage error.
+#     usage error; --model tables, --params read back as a model.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -41,6 +41,21 @@ grep -q 'Algorithm family: ring' "$MPI_TMP/topo.txt" || fail "two_socket: not ri
 rc=0
 "$topo" --bogus 2>/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "gpucoll_topo --bogus: exit $rc, expected 2"
+
+# The cost model: a table per preset; a params file written by --params
+# reads back to the same predictions; large PCIe allreduce fastest on ring.
+"$topo" --model pcie4-workstation --ranks-per-node 4 --sizes 64M:64M >"$MPI_TMP/model.txt" ||
+    fail "gpucoll_topo --model"
+grep -q '^     64M .* ring$' "$MPI_TMP/model.txt" || { cat "$MPI_TMP/model.txt"; fail "pcie 64M: not ring"; }
+"$topo" --model pcie4-workstation --params >"$MPI_TMP/pcie.params" || fail "--params"
+"$topo" --model "$MPI_TMP/pcie.params" --ranks-per-node 4 --sizes 64M:64M >"$MPI_TMP/model2.txt" ||
+    fail "gpucoll_topo --model FILE"
+[ "$(tail -n +2 "$MPI_TMP/model.txt")" = "$(tail -n +2 "$MPI_TMP/model2.txt")" ] ||
+    fail "a params file from --params predicts differently from its preset"
+"$topo" --model h100-nvswitch --nodes 4 --coll all --sizes 1K:1G >/dev/null || fail "--coll all"
+rc=0
+"$topo" --model nosuch 2>/dev/null || rc=$?
+[ "$rc" -eq 1 ] || fail "--model nosuch: exit $rc, expected 1"
 
 [ "$TEST_DEVICE" = emu ] || skip "parts 1-4 play fixture GPUs on the emu backend"
 

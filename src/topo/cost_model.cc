@@ -1,0 +1,877 @@
+// cost_model.cc - the formulas of docs/cost-model.md, one function per
+// algorithm, each following its file in src/intra, src/algo and src/inter.
+#include "topo/cost_model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace gpucoll::topo {
+
+namespace {
+
+// Microseconds to move bytes at GBps (1 GB/s = 1e3 bytes per microsecond).
+double us(double bytes, double GBps) { return bytes <= 0 ? 0 : bytes / (GBps * 1e3); }
+
+double chunks(double bytes, double chunk) { return bytes <= 0 ? 0 : std::ceil(bytes / chunk); }
+
+double log2_ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+bool reduces(gpucoll_coll_t coll) {
+    return coll == GPUCOLL_COLL_ALLREDUCE || coll == GPUCOLL_COLL_REDUCE ||
+           coll == GPUCOLL_COLL_REDUCE_SCATTER || coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK;
+}
+
+bool modelled(gpucoll_coll_t coll) {
+    return reduces(coll) || coll == GPUCOLL_COLL_BCAST || coll == GPUCOLL_COLL_ALLGATHER;
+}
+
+// Time, critical-path waits and busiest rank's received bytes of one
+// algorithm or of one part of it.
+struct Estimate {
+    double us = 0;
+    int syncs = 0;
+    double recv = 0;
+};
+
+// The formulas for one call: S bytes on L ranks per node and N nodes.
+class Model {
+public:
+    Model(const ModelParams& p, gpucoll_coll_t coll, double bytes, Shape shape)
+        : p_(p), coll_(coll), S_(bytes), L_(shape.ranks_per_node), N_(shape.nodes) {}
+
+    Estimate one_shot() const;
+    Estimate two_shot() const;
+    Estimate allreduce_ring() const;
+    Estimate reduce_scatter_direct() const;
+    Estimate reduce_scatter_ring() const;
+    Estimate reduce_direct() const;
+    Estimate allgather_direct() const;
+    Estimate allgather_ring() const;
+    Estimate bcast_direct() const;
+    Estimate bcast_chain() const;
+    Estimate allreduce_hier() const;
+    Estimate allreduce_leader() const;
+    Estimate bcast_hier() const;
+    Estimate allgather_leader() const;
+    Estimate reduce_leader() const;
+    Estimate reduce_scatter_leader() const;
+    Estimate staged() const;
+    Estimate single_rank() const;
+
+private:
+    // --- inside a node of n ranks
+    int mates(int n) const { return std::min(std::max(p_.gpus_per_switch, 1), n); }
+    // Each rank reads x bytes spread over all its peers, all ranks at once.
+    double spread(int n, double x) const { return us(x, all_peers_GBps(p_, n)); }
+    // Each rank reads x bytes from its left neighbour, all ranks at once:
+    // ring order crosses each switch boundary once, one flow per uplink.
+    double neighbour(int n, double x) const {
+        const double bw = n > mates(n) ? std::min(p_.peer.bandwidth_GBps, p_.switch_uplink_GBps)
+                                       : p_.peer.bandwidth_GBps;
+        return us(x, bw);
+    }
+    // n-1 ranks read x bytes each from one rank (or one rank from n-1): that
+    // rank's link, and its switch's uplink for those under other switches.
+    double fan(int n, double x) const {
+        return std::max(us((n - 1) * x, p_.peer.bandwidth_GBps),
+                        us((n - mates(n)) * x, p_.switch_uplink_GBps));
+    }
+    // k operations issued back to back on a rank's stream: the first one's
+    // fixed cost, then the larger of issuing the rest and moving the data
+    // (issue overlaps execution). data_us: the slowest resource.
+    static double stream(double k, double fixed_us, double data_us) {
+        return k <= 0 ? 0 : fixed_us + std::max((k - 1) * fixed_us, data_us);
+    }
+    // k copies on a rank's stream: link_us over the peer links (0: local),
+    // local_bytes of device memory traffic.
+    double copies(double k, double link_us, double local_bytes, bool peer) const {
+        return stream(k, p_.device_copy.latency_us + (peer ? p_.peer.latency_us : 0),
+                      std::max(link_us, us(local_bytes, p_.device_copy.bandwidth_GBps)));
+    }
+    double reductions(double k, double link_us, double local_bytes, bool peer) const {
+        return stream(k, p_.device_reduce.latency_us + (peer ? p_.peer.latency_us : 0),
+                      std::max(link_us, us(local_bytes, p_.device_reduce.bandwidth_GBps)));
+    }
+    double sync(int k) const { return k * p_.sync_us; }
+    // A wait for node-mates: none when the node has one rank.
+    double mate_sync() const { return L_ > 1 ? p_.sync_us : 0; }
+
+    // --- between nodes
+    // Ranks of a node that drive one NIC at once when every local rank
+    // talks to its rail.
+    double rail_share() const {
+        return std::max(1.0, std::ceil(static_cast<double>(L_) / std::max(p_.nics_per_node, 1)));
+    }
+    double transfer(double send, double recv, bool reduce, double share) const;
+    Estimate group_allreduce(double bytes, double share) const;
+    // The verdict exchanged between nodes on every call: one small round.
+    double verdict() const { return p_.nic.latency_us; }
+
+    const ModelParams& p_;
+    gpucoll_coll_t coll_;
+    double S_;
+    int L_, N_;
+};
+
+// --------------------------------------------------------------- one node
+
+// allreduce_one_shot.cc: the input is copied into the scratch slot before
+// posting; after the agreement every rank reduces all n slots at once.
+Estimate Model::one_shot() const {
+    const int n = L_;
+    Estimate e;
+    e.us = p_.call_overhead_us + copies(1, 0, 2 * S_, false) + sync(1) +
+           reductions(1, spread(n, (n - 1) * S_), 2 * S_, true);
+    e.syncs = 1;
+    e.recv = (n - 1) * S_;
+    return e;
+}
+
+// allreduce_two_shot.cc: each rank reduces its block b from all inputs, chunk
+// by chunk, then copies the n-1 other blocks chunk by chunk. Every rank runs
+// its reduce-scatter before its allgather on one stream, so with ranks in
+// step the chunking overlaps nothing: it adds operations.
+Estimate Model::two_shot() const {
+    const int n = L_;
+    const double b = S_ / n, k = chunks(b, p_.chunk_bytes);
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + reductions(k, spread(n, (n - 1) * b), 2 * b, true) +
+           sync(1) + copies((n - 1) * k, spread(n, (n - 1) * b), (n - 1) * b, true) + sync(1);
+    e.syncs = 3;
+    e.recv = 2 * (n - 1) * b;
+    return e;
+}
+
+// allreduce_ring.cc: n-1 steps adding the left neighbour's partial block,
+// n-1 steps copying finished blocks from the left; each step but the first
+// waits for the left neighbour's previous one; at the end the right
+// neighbour's "done".
+Estimate Model::allreduce_ring() const {
+    const int n = L_;
+    const double b = S_ / n;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + (n - 1) * reductions(1, neighbour(n, b), 2 * b, true) +
+           sync(n - 2) + (n - 1) * (sync(1) + copies(1, neighbour(n, b), b, true)) + sync(1);
+    e.syncs = 2 * n - 1;
+    e.recv = 2 * (n - 1) * b;
+    return e;
+}
+
+// reduce_scatter_direct.cc: each rank reduces its block from all n inputs in
+// one kernel, then waits until no peer reads its input.
+Estimate Model::reduce_scatter_direct() const {
+    const int n = L_;
+    const double b = S_ / n;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + reductions(1, spread(n, (n - 1) * b), 2 * b, true) +
+           sync(1);
+    e.syncs = 2;
+    e.recv = (n - 1) * b;
+    return e;
+}
+
+// reduce_scatter_ring.cc: n-1 steps, each adding the left neighbour's
+// partial (its input at step 0, its temp buffer after) to ours.
+Estimate Model::reduce_scatter_ring() const {
+    const int n = L_;
+    const double b = S_ / n;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + (n - 1) * reductions(1, neighbour(n, b), 2 * b, true) +
+           sync(n - 2) + sync(1);
+    e.syncs = n;
+    e.recv = (n - 1) * b;
+    return e;
+}
+
+// reduce_direct.cc: the root reduces all n inputs at once (its link carries
+// n-1 of them); the others wait for its "done".
+Estimate Model::reduce_direct() const {
+    const int n = L_;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + reductions(1, fan(n, S_), 2 * S_, true) + sync(1);
+    e.syncs = 2;
+    e.recv = (n - 1) * S_;
+    return e;
+}
+
+// allgather_direct.cc: every rank copies the blocks in rank order 0..n-1,
+// so all ranks read the same peer at the same time: n-1 fan-outs, one after
+// the other, instead of one spread read.
+Estimate Model::allgather_direct() const {
+    const int n = L_;
+    const double b = S_ / n;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + copies(1, 0, 2 * b, false) +
+           copies(n - 1, (n - 1) * fan(n, b), (n - 1) * b, true) + sync(1);
+    e.syncs = 2;
+    e.recv = (n - 1) * b;
+    return e;
+}
+
+// allgather_ring.cc: the own block copied locally, then n-1 steps copying
+// from the left neighbour what it got the step before.
+Estimate Model::allgather_ring() const {
+    const int n = L_;
+    const double b = S_ / n;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + copies(1, 0, 2 * b, false) +
+           (n - 1) * copies(1, neighbour(n, b), b, true) + sync(n - 2) + sync(1);
+    e.syncs = n;
+    e.recv = (n - 1) * b;
+    return e;
+}
+
+// bcast_direct.cc: every non-root copies the root's buffer at once (the
+// root's link carries n-1 copies); the root waits for all readers.
+Estimate Model::bcast_direct() const {
+    const int n = L_;
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + copies(1, fan(n, S_), S_, true) + sync(1);
+    e.syncs = 2;
+    e.recv = S_;
+    return e;
+}
+
+// bcast_chain.cc: chunk i travels down the chain of n-1 links; each stage
+// is a wait for the predecessor's signal and one copy. A pipeline of k
+// chunks through n-1 stages ends after the sum of the chunks' stage times
+// plus n-2 times the longest one.
+Estimate Model::bcast_chain() const {
+    const int n = L_;
+    const double c = std::max(p_.chunk_bytes, 4096.0), k = chunks(S_, c);
+    auto stage = [&](double x) { return sync(1) + copies(1, neighbour(n, x), x, true); };
+    const double last = S_ - (k - 1) * c;
+    const double pipeline =
+        k <= 0 ? 0 : (k - 1) * stage(c) + stage(last) + (n - 2) * stage(k > 1 ? c : last);
+    Estimate e;
+    e.us = p_.call_overhead_us + sync(1) + pipeline + sync(1);
+    e.syncs = static_cast<int>(k) + n;  // agreement, k + n - 2 stages, the end
+    e.recv = S_;
+    return e;
+}
+
+// ------------------------------------------------------------ between nodes
+
+// One Group::transfer (inter/group.cc): this member sends send bytes and
+// receives recv bytes, chunk by chunk with several chunks in flight. Via
+// host, the calling thread stages every chunk (device to pinned host before
+// sending, pinned host to device - or a reduction reading pinned memory -
+// after receiving) while the network carries others; direct, received
+// chunks that reduce land in a device scratch and are reduced from there.
+// share: ranks driving the same NIC at once.
+double Model::transfer(double send, double recv, bool reduce, double share) const {
+    const double net = us(std::max(send, recv), p_.nic.bandwidth_GBps / share);
+    const double c = p_.inter_chunk_bytes;
+    double work = 0, fill = 0;
+    if (p_.inter_via_host) {
+        work = chunks(send, c) * p_.d2h.latency_us + us(send, p_.d2h.bandwidth_GBps) +
+               chunks(recv, c) * p_.h2d.latency_us + us(recv, p_.h2d.bandwidth_GBps);
+        fill = us(std::min(c, send), p_.d2h.bandwidth_GBps) +
+               us(std::min(c, recv), p_.h2d.bandwidth_GBps);
+    } else if (reduce) {
+        work = chunks(recv, c) * p_.device_reduce.latency_us +
+               us(3 * recv, p_.device_reduce.bandwidth_GBps);
+        fill = us(3 * std::min(c, recv), p_.device_reduce.bandwidth_GBps);
+    }
+    return p_.nic.latency_us + std::max(net, work) + fill;
+}
+
+// group_allreduce (inter/group_algorithms.cc) of bytes per member among the
+// N nodes: direct (one exchange, then every member reduces all N) up to
+// inter_direct_max_bytes, else ring (2(N-1) transfers of bytes/N).
+Estimate Model::group_allreduce(double bytes, double share) const {
+    const int N = N_;
+    Estimate e;
+    if (N < 2 || bytes <= 0) return e;
+    if (bytes <= p_.inter_direct_max_bytes) {
+        e.us = transfer((N - 1) * bytes, (N - 1) * bytes, false, share) +
+               copies(1, 0, 2 * bytes, false) + reductions(1, 0, (N + 1) * bytes, false);
+        e.recv = (N - 1) * bytes;
+        return e;
+    }
+    const double x = bytes / N;
+    e.us = (N - 1) * (transfer(x, x, true, share) + transfer(x, x, false, share));
+    e.recv = 2 * (N - 1) * x;
+    return e;
+}
+
+// allreduce_hier.cc: two-shot's reduce-scatter of the node's inputs (one
+// kernel per rank), the block allreduced on the rank's rail (all rails at
+// once), then the node-mates' blocks copied.
+Estimate Model::allreduce_hier() const {
+    const int L = L_;
+    const double b = S_ / L;
+    const Estimate inter = group_allreduce(b, rail_share());
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() +
+           reductions(1, spread(L, (L - 1) * b), 2 * b, L > 1) + inter.us + mate_sync() +
+           copies(L - 1, spread(L, (L - 1) * b), (L - 1) * b, true) + mate_sync();
+    e.syncs = L > 1 ? 3 : 0;
+    e.recv = 2 * (L - 1) * b + inter.recv;
+    return e;
+}
+
+// allreduce_leader.cc: local rank 0 reduces the node's inputs (its link
+// carries L-1 of them), allreduces with the other leaders, and its
+// node-mates copy the result (its link carries L-1 copies).
+Estimate Model::allreduce_leader() const {
+    const int L = L_;
+    const Estimate inter = group_allreduce(S_, 1);
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() +
+           reductions(1, fan(L, S_), 2 * S_, L > 1) + inter.us + mate_sync() +
+           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+    e.syncs = L > 1 ? 3 : 0;
+    e.recv = std::max((L - 1) * S_ + inter.recv, L > 1 ? S_ : 0);
+    return e;
+}
+
+// bcast_hier.cc (root: rank 0, a leader): binomial tree among the leaders
+// (group_bcast: a member forwards only what it has received whole, so each
+// of the ceil(log2 N) levels is one transfer), then node-mates copy.
+Estimate Model::bcast_hier() const {
+    const int L = L_;
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() +
+           log2_ceil(N_) * transfer(S_, S_, false, 1) + mate_sync() +
+           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+    e.syncs = L > 1 ? 3 : 0;
+    e.recv = S_;
+    return e;
+}
+
+// allgather_leader.cc: the leader copies its own and its node-mates' blocks
+// (one at a time), exchanges the node's part with every other leader in one
+// transfer, and its node-mates copy the whole result.
+Estimate Model::allgather_leader() const {
+    const int L = L_, N = N_;
+    const double blk = S_ / (static_cast<double>(N) * L), part = S_ / N;
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() + copies(1, 0, 2 * blk, false) +
+           copies(L - 1, fan(L, blk), (L - 1) * blk, true) +
+           transfer((N - 1) * part, (N - 1) * part, false, 1) + mate_sync() +
+           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+    e.syncs = L > 1 ? 3 : 0;
+    e.recv = std::max((L - 1) * blk + (N - 1) * part, L > 1 ? S_ : 0);
+    return e;
+}
+
+// reduce_leader.cc (root: rank 0, a leader): leader reduces the node's
+// inputs, the leaders allreduce; the root has the result in place.
+Estimate Model::reduce_leader() const {
+    const int L = L_;
+    const Estimate inter = group_allreduce(S_, 1);
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() +
+           reductions(1, fan(L, S_), 2 * S_, L > 1) + inter.us + mate_sync();
+    e.syncs = L > 1 ? 2 : 0;
+    e.recv = (L - 1) * S_ + inter.recv;
+    return e;
+}
+
+// reduce_leader.cc, reduce_scatter_leader: leader reduces the whole vector of
+// its node, one-round reduce-scatter among leaders (each sends every other
+// node its part; copies its own part and reduces the N regions), then every
+// rank copies its block from its leader.
+Estimate Model::reduce_scatter_leader() const {
+    const int L = L_, N = N_;
+    const double part = S_ / N, blk = part / L;
+    Estimate e;
+    e.us = p_.call_overhead_us + mate_sync() + verdict() +
+           reductions(1, fan(L, S_), 2 * S_, L > 1) +
+           transfer((N - 1) * part, (N - 1) * part, false, 1) + copies(1, 0, 2 * part, false) +
+           reductions(1, 0, (N + 1) * part, false) + mate_sync() +
+           (L > 1 ? copies(1, fan(L, blk), blk, true) : 0) + mate_sync();
+    e.syncs = L > 1 ? 3 : 0;
+    e.recv = (L - 1) * S_ + (N - 1) * part;
+    return e;
+}
+
+// --------------------------------------------------------------- staged
+
+// coll/coll_gpucoll_staged.c: copy what the call reads to pinned host
+// memory, run Open MPI's host algorithm, copy what it writes back. The host
+// algorithm is assumed to move the lower bound (bandwidth-optimal for large
+// messages) in ceil(log2 p) steps (twice that for allreduce). Between nodes
+// a staged call is agreed too (NodeComm::decline_between_nodes): one verdict.
+Estimate Model::staged() const {
+    const int P = L_ * N_;
+    double in = S_, out = S_;
+    if (coll_ == GPUCOLL_COLL_ALLGATHER) in = S_ / P;
+    if (coll_ == GPUCOLL_COLL_REDUCE_SCATTER || coll_ == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK)
+        out = S_ / P;
+    const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), P);
+    const double steps = log2_ceil(P) * (coll_ == GPUCOLL_COLL_ALLREDUCE ? 2 : 1);
+    double step_us = p_.host_copy.latency_us, bw = p_.host_copy.bandwidth_GBps;
+    if (N_ > 1) {
+        step_us = std::max(step_us, p_.nic.latency_us);
+        bw = std::min(bw, p_.nic.bandwidth_GBps / rail_share());
+    }
+    const double reduced = reduces(coll_) ? 3.0 * (P - 1) / P * S_ : 0;
+    const double host = steps * step_us + us(lb, bw) +
+                        (reduced > 0 ? p_.host_reduce.latency_us : 0) +
+                        us(reduced, p_.host_reduce.bandwidth_GBps);
+    Estimate e;
+    e.us = (N_ > 1 ? verdict() : 0) + p_.d2h.latency_us + us(in, p_.d2h.bandwidth_GBps) + host +
+           p_.h2d.latency_us + us(out, p_.h2d.bandwidth_GBps);
+    e.syncs = static_cast<int>(steps);
+    e.recv = lb;
+    return e;
+}
+
+// A communicator of one rank: a local copy of the result (bcast: nothing).
+Estimate Model::single_rank() const {
+    Estimate e;
+    e.us = p_.call_overhead_us + (coll_ == GPUCOLL_COLL_BCAST ? 0 : copies(1, 0, 2 * S_, false));
+    return e;
+}
+
+// The algorithms the selection table (intra/selection.cc) has for coll, on
+// one node or between nodes.
+bool in_table(gpucoll_coll_t coll, gpucoll_algorithm_t algo, bool one_node) {
+    if (algo == GPUCOLL_ALGO_STAGED) return true;
+    if (!one_node) {
+        if (algo == GPUCOLL_ALGO_HIER)
+            return coll == GPUCOLL_COLL_ALLREDUCE || coll == GPUCOLL_COLL_BCAST;
+        return algo == GPUCOLL_ALGO_LEADER && coll != GPUCOLL_COLL_BCAST;
+    }
+    switch (coll) {
+        case GPUCOLL_COLL_ALLREDUCE:
+            return algo == GPUCOLL_ALGO_ONE_SHOT || algo == GPUCOLL_ALGO_TWO_SHOT ||
+                   algo == GPUCOLL_ALGO_RING;
+        case GPUCOLL_COLL_REDUCE_SCATTER:
+        case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
+        case GPUCOLL_COLL_ALLGATHER:
+            return algo == GPUCOLL_ALGO_DIRECT || algo == GPUCOLL_ALGO_RING;
+        case GPUCOLL_COLL_REDUCE:
+            return algo == GPUCOLL_ALGO_DIRECT;
+        case GPUCOLL_COLL_BCAST:
+            return algo == GPUCOLL_ALGO_DIRECT || algo == GPUCOLL_ALGO_CHAIN;
+        default:
+            return false;
+    }
+}
+
+Estimate estimate(const Model& m, gpucoll_coll_t coll, gpucoll_algorithm_t algo) {
+    const bool rs =
+        coll == GPUCOLL_COLL_REDUCE_SCATTER || coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK;
+    switch (algo) {
+        case GPUCOLL_ALGO_STAGED:
+            return m.staged();
+        case GPUCOLL_ALGO_ONE_SHOT:
+            return m.one_shot();
+        case GPUCOLL_ALGO_TWO_SHOT:
+            return m.two_shot();
+        case GPUCOLL_ALGO_RING:
+            return coll == GPUCOLL_COLL_ALLREDUCE ? m.allreduce_ring()
+                   : rs                           ? m.reduce_scatter_ring()
+                                                  : m.allgather_ring();
+        case GPUCOLL_ALGO_DIRECT:
+            return rs                               ? m.reduce_scatter_direct()
+                   : coll == GPUCOLL_COLL_REDUCE    ? m.reduce_direct()
+                   : coll == GPUCOLL_COLL_ALLGATHER ? m.allgather_direct()
+                                                    : m.bcast_direct();
+        case GPUCOLL_ALGO_CHAIN:
+            return m.bcast_chain();
+        case GPUCOLL_ALGO_HIER:
+            return coll == GPUCOLL_COLL_ALLREDUCE ? m.allreduce_hier() : m.bcast_hier();
+        default:  // leader
+            return coll == GPUCOLL_COLL_ALLREDUCE   ? m.allreduce_leader()
+                   : coll == GPUCOLL_COLL_ALLGATHER ? m.allgather_leader()
+                   : coll == GPUCOLL_COLL_REDUCE    ? m.reduce_leader()
+                                                    : m.reduce_scatter_leader();
+    }
+}
+
+// --------------------------------------------------------------- presets
+
+void set(LinkCost* l, double latency_us, double bandwidth_GBps) {
+    l->latency_us = latency_us;
+    l->bandwidth_GBps = bandwidth_GBps;
+}
+
+// Every number's source is in docs/cost-model.md, section "Presets".
+ModelParams h100_nvswitch() {
+    ModelParams p;
+    p.name = "h100-nvswitch";
+    p.source =
+        "docs/cost-model.md: 8x H100 SXM5 + NVSwitch (NVLink4 450 GB/s per direction), 8x "
+        "ConnectX-7 400 Gb/s; device rates measured (docs/performance.md); latencies assumed";
+    set(&p.peer, 1.0, 450);
+    p.gpus_per_switch = 8;
+    p.switch_uplink_GBps = 450;
+    set(&p.device_copy, 2.5, 2969);
+    set(&p.device_reduce, 2.5, 2858);
+    set(&p.d2h, 9, 50);
+    set(&p.h2d, 9, 50);
+    set(&p.host_copy, 0.5, 10);
+    set(&p.host_reduce, 0, 20);
+    set(&p.nic, 3, 50);
+    p.nics_per_node = 8;
+    p.inter_via_host = false;
+    p.sync_us = 3;
+    p.call_overhead_us = 6;
+    return p;
+}
+
+ModelParams pcie4_workstation() {
+    ModelParams p;
+    p.name = "pcie4-workstation";
+    p.source =
+        "docs/cost-model.md: GPUs two per PCIe Gen4 x16 switch, ~25 GB/s per direction peer to "
+        "peer and per switch uplink, one 100 Gb/s NIC without GPUDirect; device rates and "
+        "latencies assumed";
+    set(&p.peer, 2.0, 25);
+    p.gpus_per_switch = 2;
+    p.switch_uplink_GBps = 25;
+    set(&p.device_copy, 2.5, 700);
+    set(&p.device_reduce, 2.5, 650);
+    set(&p.d2h, 9, 12.5);
+    set(&p.h2d, 9, 12.5);
+    set(&p.host_copy, 0.5, 10);
+    set(&p.host_reduce, 0, 20);
+    set(&p.nic, 5, 12.5);
+    p.nics_per_node = 1;
+    p.inter_via_host = true;
+    p.sync_us = 3;
+    p.call_overhead_us = 6;
+    return p;
+}
+
+ModelParams emu() {
+    ModelParams p;
+    p.name = "emu";
+    p.source =
+        "docs/cost-model.md: the emulated device on a 2-core VM (memcpy ~10 GB/s on one core, "
+        "halved when 4 ranks share 2 cores); to be replaced by calibration";
+    set(&p.peer, 0.2, 5);
+    p.gpus_per_switch = 64;
+    p.switch_uplink_GBps = 5;
+    set(&p.device_copy, 0.5, 10);
+    set(&p.device_reduce, 0.5, 10);
+    set(&p.d2h, 0.5, 5);
+    set(&p.h2d, 0.5, 5);
+    set(&p.host_copy, 0.5, 5);
+    set(&p.host_reduce, 0, 10);
+    set(&p.nic, 40, 1);
+    p.nics_per_node = 1;
+    p.inter_via_host = true;
+    p.sync_us = 3;
+    p.call_overhead_us = 2;
+    return p;
+}
+
+// --------------------------------------------------------------- params file
+
+enum class Kind { Text, Latency, Rate, Count, Flag, Size, Limit };
+
+struct Binding {
+    std::string key;
+    Kind kind;
+    const char* help;
+    double* number = nullptr;
+    int* count = nullptr;
+    bool* flag = nullptr;
+    std::string* text = nullptr;
+};
+
+void bind_link(std::vector<Binding>* v, const char* name, LinkCost* l, const char* help) {
+    v->push_back({.key = std::string(name) + ".latency_us",
+                  .kind = Kind::Latency,
+                  .help = help,
+                  .number = &l->latency_us});
+    v->push_back({.key = std::string(name) + ".bandwidth_GBps",
+                  .kind = Kind::Rate,
+                  .help = nullptr,
+                  .number = &l->bandwidth_GBps});
+}
+
+// Every key of the file, in the order format_params writes them.
+std::vector<Binding> bindings(ModelParams& p) {
+    std::vector<Binding> v;
+    v.push_back({.key = "name", .kind = Kind::Text, .help = "the machine", .text = &p.name});
+    v.push_back({.key = "source",
+                 .kind = Kind::Text,
+                 .help = "where the numbers come from",
+                 .text = &p.source});
+    v.push_back({.key = "call_overhead_us",
+                 .kind = Kind::Latency,
+                 .help = "fixed cost of an accelerated call (post, agreement, completion)",
+                 .number = &p.call_overhead_us});
+    v.push_back({.key = "sync_us",
+                 .kind = Kind::Latency,
+                 .help = "one flag handshake between two ranks of a node",
+                 .number = &p.sync_us});
+    bind_link(&v, "peer", &p.peer,
+              "one GPU's link to its peers, per direction, shared by all its peer traffic "
+              "(latency: added to each operation that reads a peer)");
+    v.push_back({.key = "gpus_per_switch",
+                 .kind = Kind::Count,
+                 .help = "GPUs behind one switch, ranks in order (NVSwitch: the whole node)",
+                 .count = &p.gpus_per_switch});
+    v.push_back({.key = "switch_uplink_GBps",
+                 .kind = Kind::Rate,
+                 .help = "one switch's link to the host bridge, per direction, shared by the "
+                         "traffic between switches",
+                 .number = &p.switch_uplink_GBps});
+    bind_link(&v, "device_copy", &p.device_copy,
+              "one copy on a rank's stream: fixed cost; device memory traffic (read + write)");
+    bind_link(&v, "device_reduce", &p.device_reduce,
+              "one reduction kernel: fixed cost; device memory traffic (sources + result)");
+    bind_link(&v, "d2h", &p.d2h, "device to pinned host copy, per GPU, all GPUs copying at once");
+    bind_link(&v, "h2d", &p.h2d, "pinned host to device copy, per GPU, all GPUs copying at once");
+    bind_link(&v, "host_copy", &p.host_copy,
+              "Open MPI's host algorithm inside a node: one step; bytes per rank (shared memory)");
+    bind_link(&v, "host_reduce", &p.host_reduce, "host reduction: fixed cost; memory traffic");
+    bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
+    v.push_back({.key = "nics_per_node",
+                 .kind = Kind::Count,
+                 .help = "NICs of a node (rails share them when fewer than ranks)",
+                 .count = &p.nics_per_node});
+    v.push_back({.key = "inter_via_host",
+                 .kind = Kind::Flag,
+                 .help = "1: device memory between nodes staged through pinned host memory; 0: "
+                         "GPUDirect RDMA",
+                 .flag = &p.inter_via_host});
+    v.push_back({.key = "chunk_bytes",
+                 .kind = Kind::Size,
+                 .help = "pipeline chunk inside a node (coll_gpucoll_chunk_size)",
+                 .number = &p.chunk_bytes});
+    v.push_back({.key = "inter_chunk_bytes",
+                 .kind = Kind::Size,
+                 .help = "pipeline chunk between nodes (coll_gpucoll_inter_chunk_size)",
+                 .number = &p.inter_chunk_bytes});
+    v.push_back({.key = "inter_direct_max_bytes",
+                 .kind = Kind::Limit,
+                 .help = "allreduce between nodes: direct up to this many bytes per member",
+                 .number = &p.inter_direct_max_bytes});
+    return v;
+}
+
+std::string trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// Stores text as f's value, or says in *why what f wants.
+bool parse_value(const Binding& f, const std::string& text, std::string* why) {
+    if (f.kind == Kind::Text) {
+        *f.text = text;
+        return true;
+    }
+    double v = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+    const bool number = !text.empty() && ec == std::errc() && ptr == end && std::isfinite(v);
+    const bool whole = number && v == std::floor(v);
+    bool ok = false;
+    switch (f.kind) {
+        case Kind::Latency:
+            ok = number && v >= 0;
+            *why = "a time in microseconds >= 0";
+            break;
+        case Kind::Rate:
+            ok = number && v > 0;
+            *why = "a bandwidth in GB/s > 0";
+            break;
+        case Kind::Count:
+            ok = whole && v >= 1 && v <= 1e6;
+            *why = "a whole number >= 1";
+            break;
+        case Kind::Flag:
+            ok = whole && (v == 0 || v == 1);
+            *why = "0 or 1";
+            break;
+        case Kind::Size:
+            ok = whole && v >= 1;
+            *why = "a whole number of bytes >= 1";
+            break;
+        default:  // Limit
+            ok = whole && v >= 0;
+            *why = "a whole number of bytes >= 0";
+    }
+    if (!ok) return false;
+    if (f.count != nullptr)
+        *f.count = static_cast<int>(v);
+    else if (f.flag != nullptr)
+        *f.flag = v == 1;
+    else
+        *f.number = v;
+    return true;
+}
+
+std::string format_value(const Binding& f) {
+    switch (f.kind) {
+        case Kind::Text:
+            return *f.text;
+        case Kind::Count:
+            return std::to_string(*f.count);
+        case Kind::Flag:
+            return *f.flag ? "1" : "0";
+        default: {
+            char buf[64];
+            const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, *f.number);
+            return ec == std::errc() ? std::string(buf, ptr) : "nan";
+        }
+    }
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- public
+
+double all_peers_GBps(const ModelParams& params, int n) {
+    const int g = std::min(std::max(params.gpus_per_switch, 1), std::max(n, 1));
+    if (n <= g) return params.peer.bandwidth_GBps;
+    // Of the bytes a GPU reads, (n-g)/(n-1) come from other switches; its
+    // switch's g GPUs share one uplink for them.
+    const double share = params.switch_uplink_GBps * (n - 1) / (static_cast<double>(g) * (n - g));
+    return std::min(params.peer.bandwidth_GBps, share);
+}
+
+double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int n) {
+    if (!modelled(coll)) return -1;
+    if (n < 2) return 0;
+    const double S = static_cast<double>(bytes);
+    switch (coll) {
+        case GPUCOLL_COLL_ALLREDUCE:
+            return 2.0 * (n - 1) * S / n;
+        case GPUCOLL_COLL_BCAST:
+        case GPUCOLL_COLL_REDUCE:
+            return S;
+        default:  // allgather, reduce_scatter(_block): of the whole buffer
+            return 1.0 * (n - 1) * S / n;
+    }
+}
+
+double busbw_factor(gpucoll_coll_t coll, int n) {
+    if (n < 1) return 0;
+    switch (coll) {
+        case GPUCOLL_COLL_ALLREDUCE:
+            return 2.0 * (n - 1) / n;
+        case GPUCOLL_COLL_BCAST:
+        case GPUCOLL_COLL_REDUCE:
+            return 1;
+        default:
+            return 1.0 * (n - 1) / n;
+    }
+}
+
+Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, Shape shape,
+                   const ModelParams& params) {
+    Prediction out;
+    if (!modelled(coll) || shape.ranks_per_node < 1 || shape.nodes < 1 ||
+        !in_table(coll, algo, shape.nodes == 1))
+        return out;
+    const Model model(params, coll, static_cast<double>(bytes), shape);
+    const int ranks = shape.ranks_per_node * shape.nodes;
+    const Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
+                                                                 : estimate(model, coll, algo);
+    out.applicable = true;
+    out.time_us = e.us;
+    out.syncs = e.syncs;
+    out.recv_bytes = e.recv;
+    if (bytes > 0 && e.us > 0) {
+        out.algbw_GBps = static_cast<double>(bytes) / (e.us * 1e3);
+        out.busbw_GBps = out.algbw_GBps * busbw_factor(coll, ranks);
+    }
+    return out;
+}
+
+std::vector<Choice> rank_algorithms(gpucoll_coll_t coll, size_t bytes, Shape shape,
+                                    const ModelParams& params) {
+    std::vector<Choice> out;
+    for (int a = GPUCOLL_ALGO_STAGED; a < GPUCOLL_ALGO_COUNT; ++a) {
+        const auto algo = static_cast<gpucoll_algorithm_t>(a);
+        const Prediction p = predict(coll, algo, bytes, shape, params);
+        if (p.applicable) out.push_back({algo, p});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Choice& x, const Choice& y) {
+        return x.prediction.time_us < y.prediction.time_us;
+    });
+    return out;
+}
+
+std::vector<std::string> preset_names() { return {"h100-nvswitch", "pcie4-workstation", "emu"}; }
+
+bool preset(const std::string& name, ModelParams* out) {
+    if (name == "h100-nvswitch")
+        *out = h100_nvswitch();
+    else if (name == "pcie4-workstation")
+        *out = pcie4_workstation();
+    else if (name == "emu")
+        *out = emu();
+    else
+        return false;
+    return true;
+}
+
+bool parse_params(const std::string& text, const std::string& origin, ModelParams* params,
+                  std::string* error) {
+    ModelParams p = *params;
+    std::vector<Binding> fields = bindings(p);
+    std::vector<int> set_on(fields.size(), 0);  // line that set each key
+    std::istringstream in(text);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+        const std::string t = trim(line);
+        if (t.empty() || t[0] == '#') continue;
+        const std::string at = origin + ":" + std::to_string(number) + ": ";
+        const size_t eq = t.find('=');
+        const std::string key = trim(t.substr(0, eq));
+        if (eq == std::string::npos || key.empty()) {
+            *error = at + "expected 'key = value', got '" + t + "'";
+            return false;
+        }
+        const auto f = std::find_if(fields.begin(), fields.end(),
+                                    [&](const Binding& b) { return b.key == key; });
+        if (f == fields.end()) {
+            *error = at + "unknown key '" + key + "'";
+            return false;
+        }
+        int& first = set_on[static_cast<size_t>(f - fields.begin())];
+        if (first != 0) {
+            *error = at + "'" + key + "' set twice (first on line " + std::to_string(first) + ")";
+            return false;
+        }
+        first = number;
+        std::string why;
+        const std::string value = trim(t.substr(eq + 1));
+        if (!parse_value(*f, value, &why)) {
+            *error = at + "'" + key + "' wants " + why + ", got '" + value + "'";
+            return false;
+        }
+    }
+    *params = p;
+    return true;
+}
+
+bool load_params(const std::string& path, ModelParams* params, std::string* error) {
+    std::ifstream in(path);
+    if (!in) {
+        *error = "cannot open " + path;
+        return false;
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_params(text.str(), path, params, error);
+}
+
+std::string format_params(const ModelParams& params) {
+    ModelParams p = params;
+    for (std::string* s : {&p.name, &p.source})  // one line each
+        std::replace(s->begin(), s->end(), '\n', ' ');
+    std::string out =
+        "# gpucoll cost model parameters (docs/cost-model.md): key = value, times in "
+        "microseconds, bandwidths in GB/s (1e9 bytes/s)\n";
+    for (const Binding& f : bindings(p)) {
+        if (f.help != nullptr) out += "\n# " + std::string(f.help) + "\n";
+        out += f.key + " = " + format_value(f) + "\n";
+    }
+    return out;
+}
+
+}  // namespace gpucoll::topo

@@ -1,0 +1,137 @@
+// cost_model.h - how long each of gpucoll's algorithms takes on a machine,
+// predicted from a handful of link costs (latency + bytes / bandwidth), so
+// that the selection table can rank algorithms instead of comparing sizes
+// with fixed thresholds. Pure functions over parameters: nothing here looks
+// at the machine. The formulas, the parameters and the sources of the
+// presets are in docs/cost-model.md; each formula follows what the
+// algorithm's file does (its steps, what each rank reads over which link,
+// where it reduces, how it chunks), not what the textbook algorithm does.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "gpucoll.h"
+
+namespace gpucoll::topo {
+
+// One kind of transfer or operation: a fixed cost, then bytes at a rate.
+// 1 GB/s is 1e9 bytes per second, 1e3 bytes per microsecond.
+struct LinkCost {
+    double latency_us = 0;
+    double bandwidth_GBps = 1;
+};
+
+struct ModelParams {
+    // Inside a node, GPU to GPU (CUDA IPC: a rank reads its peers' memory).
+    // peer: one GPU's own link (NVLink port, PCIe slot), per direction. All
+    // peer traffic of that GPU shares it, so reading all its peers at once
+    // goes no faster than reading one (what NVSwitch gives). latency_us is
+    // added to every operation that reads a peer.
+    LinkCost peer;
+    // GPUs behind one switch, ranks placed in order (rank r under switch
+    // r / gpus_per_switch). Traffic between switches crosses the switches'
+    // uplinks to the host bridge, switch_uplink_GBps each per direction,
+    // shared by every flow that crosses it. NVSwitch: the whole node.
+    int gpus_per_switch = 1;
+    double switch_uplink_GBps = 1;
+    // The device: fixed cost of one copy or reduction issued on a rank's
+    // stream, and device memory traffic (bytes read + bytes written) per
+    // second, as perf/gpucoll_kernel_bench reports it.
+    LinkCost device_copy;
+    LinkCost device_reduce;
+    // Staging: device <-> pinned host copies, per GPU while every GPU of the
+    // node copies at once.
+    LinkCost d2h;
+    LinkCost h2d;
+    // Open MPI's host algorithm on staged buffers: one step and the bytes a
+    // rank moves through shared memory (host_copy), host reductions
+    // (host_reduce: memory traffic).
+    LinkCost host_copy;
+    LinkCost host_reduce;
+    // Between nodes: one NIC, per direction; latency_us: one transfer round
+    // through UCX (post, match, complete).
+    LinkCost nic;
+    int nics_per_node = 1;
+    // Device memory between nodes goes through pinned host memory, chunk by
+    // chunk (no GPUDirect RDMA); false: straight from device memory.
+    bool inter_via_host = true;
+    // One flag handshake between two ranks of a node: a step signalled and
+    // seen by its waiter.
+    double sync_us = 0;
+    // Fixed cost of a call on the accelerated path: classification, posting
+    // the buffers, bookkeeping of the agreement, completion.
+    double call_overhead_us = 0;
+    // gpucoll's configuration that shapes the algorithms (library defaults).
+    double chunk_bytes = 1 << 20;              // coll_gpucoll_chunk_size
+    double inter_chunk_bytes = 1 << 20;        // coll_gpucoll_inter_chunk_size
+    double inter_direct_max_bytes = 16 << 10;  // coll_gpucoll_inter_direct_max
+    std::string name;
+    std::string source;  // where the numbers come from
+};
+
+// Presets for machines described in docs/cost-model.md: "h100-nvswitch",
+// "pcie4-workstation", "emu". False for an unknown name.
+bool preset(const std::string& name, ModelParams* out);
+std::vector<std::string> preset_names();
+
+// A params file: "key = value" lines (value: the rest of the line), blank
+// lines and lines starting with '#' ignored. Keys the file does not name
+// keep the value *params had, so a file can refine a preset. Errors (unknown
+// key, a key twice, a value out of range) name the file and line. *params is
+// changed only on success.
+bool load_params(const std::string& path, ModelParams* params, std::string* error);
+bool parse_params(const std::string& text, const std::string& origin, ModelParams* params,
+                  std::string* error);
+// Every key, with a comment saying what it means; load_params reads it back
+// to the same values.
+std::string format_params(const ModelParams& params);
+
+// Ranks of a communicator: the same number on every node, one GPU each.
+struct Shape {
+    int ranks_per_node = 1;
+    int nodes = 1;
+};
+
+struct Prediction {
+    bool applicable = false;  // false: the table has no such algorithm for this call
+    double time_us = -1;
+    double algbw_GBps = 0;  // bytes / time
+    double busbw_GBps = 0;  // algbw x busbw_factor (nccl-tests' convention)
+    // Bytes the busiest rank receives over links (peer memory it reads,
+    // network receives), per call; comparable with lower_bound_bytes.
+    double recv_bytes = 0;
+    // Waits for a peer's flag that lie on the critical path.
+    int syncs = 0;
+};
+
+// bytes: as call_bytes() in intra/selection.cc (allgather and
+// reduce_scatter(_block): the whole buffer of all ranks). The bcast and
+// reduce root is rank 0; reduce_scatter blocks are equal; buffers are not in
+// place.
+Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, Shape shape,
+                   const ModelParams& params);
+
+// The bytes each of n ranks must at least send and receive: allreduce
+// 2(n-1)/n x bytes, reduce_scatter(_block) and allgather (n-1)/n x bytes,
+// bcast and reduce bytes; 0 for n < 2; -1 for collectives not modelled.
+double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int n);
+
+// nccl-tests' bus bandwidth factor: allreduce 2(n-1)/n, allgather and
+// reduce_scatter (n-1)/n, bcast and reduce 1.
+double busbw_factor(gpucoll_coll_t coll, int n);
+
+// What one GPU gets reading all its n-1 peers at once while every GPU does
+// the same: its own link, or its share of its switch's uplink.
+double all_peers_GBps(const ModelParams& params, int n);
+
+struct Choice {
+    gpucoll_algorithm_t algo;
+    Prediction prediction;
+};
+// The applicable algorithms (staged included), fastest first.
+std::vector<Choice> rank_algorithms(gpucoll_coll_t coll, size_t bytes, Shape shape,
+                                    const ModelParams& params);
+
+}  // namespace gpucoll::topo

@@ -1,0 +1,478 @@
+// Checks the cost model (src/topo/cost_model.h): the lower bounds, that
+// the bandwidth-optimal algorithms move exactly them, the shape of the
+// predictions (monotone in size, small and large winners, ring against
+// two-shot on PCIe), a few predictions pinned so that a change of the model
+// shows up here, and the params file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "topo/cost_model.h"
+
+namespace {
+
+using gpucoll::topo::all_peers_GBps;
+using gpucoll::topo::busbw_factor;
+using gpucoll::topo::Choice;
+using gpucoll::topo::format_params;
+using gpucoll::topo::load_params;
+using gpucoll::topo::lower_bound_bytes;
+using gpucoll::topo::ModelParams;
+using gpucoll::topo::parse_params;
+using gpucoll::topo::predict;
+using gpucoll::topo::Prediction;
+using gpucoll::topo::preset;
+using gpucoll::topo::preset_names;
+using gpucoll::topo::rank_algorithms;
+using gpucoll::topo::Shape;
+
+constexpr size_t KiB = size_t{1} << 10, MiB = size_t{1} << 20;
+
+constexpr gpucoll_coll_t kColls[] = {GPUCOLL_COLL_ALLREDUCE,
+                                     GPUCOLL_COLL_BCAST,
+                                     GPUCOLL_COLL_ALLGATHER,
+                                     GPUCOLL_COLL_REDUCE_SCATTER,
+                                     GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
+                                     GPUCOLL_COLL_REDUCE};
+
+ModelParams params(const char* name) {
+    ModelParams p;
+    EXPECT_TRUE(preset(name, &p)) << name;
+    return p;
+}
+
+// The fastest accelerated (not staged) algorithm.
+gpucoll_algorithm_t fastest_accelerated(gpucoll_coll_t coll, size_t bytes, Shape shape,
+                                        const ModelParams& p) {
+    for (const Choice& c : rank_algorithms(coll, bytes, shape, p))
+        if (c.algo != GPUCOLL_ALGO_STAGED) return c.algo;
+    return GPUCOLL_ALGO_AUTO;
+}
+
+// ---------------------------------------------------------------- bounds
+
+TEST(LowerBound, ClassicBounds) {
+    const size_t S = 96 * MiB;
+    const double s = static_cast<double>(S);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLREDUCE, S, 8), 2.0 * 7 / 8 * s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLREDUCE, S, 3), 2.0 * 2 * s / 3);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLGATHER, S, 4), 0.75 * s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_REDUCE_SCATTER, S, 4), 0.75 * s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, S, 2), 0.5 * s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_BCAST, S, 16), s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_REDUCE, S, 16), s);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLREDUCE, S, 1), 0);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLTOALL, S, 4), -1);
+}
+
+TEST(LowerBound, BusbwFactors) {
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_ALLREDUCE, 8), 1.75);
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_ALLGATHER, 4), 0.75);
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, 2), 0.5);
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_BCAST, 8), 1);
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_REDUCE, 8), 1);
+}
+
+// The bandwidth-optimal algorithms receive exactly the lower bound, on every
+// shape (a size every rank count divides, so the blocks are exact).
+TEST(LowerBound, OptimalAlgorithmsMoveExactlyTheBound) {
+    const size_t S = size_t{105} << 23;  // divisible by 2..8 ranks and 2-4 nodes
+    const ModelParams p = params("h100-nvswitch");
+    struct Case {
+        gpucoll_coll_t coll;
+        gpucoll_algorithm_t algo;
+    };
+    const Case one_node[] = {
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT},
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING},
+        {GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_ALGO_DIRECT},
+        {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_RING},
+        {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_DIRECT},
+        {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING},
+        {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT},
+        {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN},
+    };
+    for (int n : {2, 3, 4, 5, 7, 8})
+        for (const Case& c : one_node) {
+            const Prediction r = predict(c.coll, c.algo, S, {n, 1}, p);
+            ASSERT_TRUE(r.applicable);
+            EXPECT_EQ(r.recv_bytes, lower_bound_bytes(c.coll, S, n))
+                << "coll " << c.coll << " algo " << c.algo << " n " << n;
+        }
+    for (Shape s : {Shape{8, 2}, Shape{4, 3}, Shape{2, 4}, Shape{1, 4}, Shape{3, 2}}) {
+        const int n = s.ranks_per_node * s.nodes;
+        const Prediction ar = predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_HIER, S, s, p);
+        EXPECT_EQ(ar.recv_bytes, lower_bound_bytes(GPUCOLL_COLL_ALLREDUCE, S, n)) << n;
+        const Prediction bc = predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, S, s, p);
+        EXPECT_EQ(bc.recv_bytes, lower_bound_bytes(GPUCOLL_COLL_BCAST, S, n)) << n;
+    }
+}
+
+// The others move more, as their files say.
+TEST(LowerBound, OtherAlgorithmsMoveMore) {
+    const size_t S = 64 * MiB;
+    const double s = static_cast<double>(S);
+    const ModelParams p = params("h100-nvswitch");
+    EXPECT_EQ(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, S, {4, 1}, p).recv_bytes,
+              3 * s);
+    EXPECT_EQ(predict(GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, S, {4, 1}, p).recv_bytes, 3 * s);
+    // Leader: the node's L-1 inputs, then the leaders' ring (2 nodes: S).
+    EXPECT_EQ(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_LEADER, S, {4, 2}, p).recv_bytes,
+              3 * s + s);
+}
+
+// ---------------------------------------------------------------- shape
+
+TEST(Predict, NotApplicable) {
+    const ModelParams p = params("h100-nvswitch");
+    const size_t S = MiB;
+    const Prediction none = predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_ONE_SHOT, S, {4, 1}, p);
+    EXPECT_FALSE(none.applicable);
+    EXPECT_LT(none.time_us, 0);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_AUTO, S, {4, 1}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLTOALL, GPUCOLL_ALGO_STAGED, S, {4, 1}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_RING, S, {4, 1}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_HIER, S, {4, 2}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_LEADER, S, {4, 2}, p).applicable);
+    // Intra-node algorithms on one node only, compositions between nodes only.
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, S, {4, 2}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_HIER, S, {8, 1}, p).applicable);
+    EXPECT_FALSE(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_STAGED, S, {0, 1}, p).applicable);
+    EXPECT_TRUE(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_STAGED, S, {4, 2}, p).applicable);
+}
+
+TEST(Predict, RankingIsSortedAndComplete) {
+    const ModelParams p = params("pcie4-workstation");
+    const std::vector<Choice> one = rank_algorithms(GPUCOLL_COLL_ALLREDUCE, MiB, {4, 1}, p);
+    ASSERT_EQ(one.size(), 4u);  // staged, one_shot, two_shot, ring
+    for (size_t i = 1; i < one.size(); ++i)
+        EXPECT_LE(one[i - 1].prediction.time_us, one[i].prediction.time_us);
+    const std::vector<Choice> two = rank_algorithms(GPUCOLL_COLL_ALLREDUCE, MiB, {4, 2}, p);
+    ASSERT_EQ(two.size(), 3u);  // staged, hier, leader
+    for (const Choice& c : two) EXPECT_TRUE(c.prediction.applicable);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_BCAST, MiB, {4, 2}, p).size(), 2u);  // staged, hier
+}
+
+TEST(Predict, BandwidthsFollowTheTime) {
+    const ModelParams p = params("h100-nvswitch");
+    const size_t S = 256 * MiB;
+    const Prediction r = predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, S, {8, 1}, p);
+    EXPECT_DOUBLE_EQ(r.algbw_GBps, static_cast<double>(S) / (r.time_us * 1e3));
+    EXPECT_DOUBLE_EQ(r.busbw_GBps, r.algbw_GBps * 1.75);
+    // A ring never beats its link.
+    EXPECT_LT(r.busbw_GBps, p.peer.bandwidth_GBps);
+    EXPECT_GT(r.busbw_GBps, 0.8 * p.peer.bandwidth_GBps);
+    const Prediction g = predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, S, {8, 1}, p);
+    EXPECT_DOUBLE_EQ(g.busbw_GBps, g.algbw_GBps * 0.875);
+}
+
+// Time never falls as the message grows, across chunk and threshold edges.
+TEST(Predict, MonotoneInBytes) {
+    std::vector<size_t> sizes{0, 1};
+    for (size_t s = 2; s <= (size_t{1} << 31); s *= 2)
+        for (size_t d : {size_t{0}, size_t{1}, s / 3}) sizes.push_back(s + d);
+    std::sort(sizes.begin(), sizes.end());
+    for (const std::string& name : preset_names()) {
+        const ModelParams p = params(name.c_str());
+        for (Shape shape : {Shape{1, 1}, Shape{2, 1}, Shape{3, 1}, Shape{4, 1}, Shape{8, 1},
+                            Shape{8, 2}, Shape{4, 3}, Shape{1, 4}, Shape{2, 8}})
+            for (gpucoll_coll_t coll : kColls)
+                for (int a = GPUCOLL_ALGO_STAGED; a < GPUCOLL_ALGO_COUNT; ++a) {
+                    const auto algo = static_cast<gpucoll_algorithm_t>(a);
+                    double before = -1;
+                    for (size_t s : sizes) {
+                        const Prediction r = predict(coll, algo, s, shape, p);
+                        if (!r.applicable) break;
+                        ASSERT_GE(r.time_us, before)
+                            << name << " coll " << coll << " algo " << a << " shape "
+                            << shape.ranks_per_node << "x" << shape.nodes << " bytes " << s;
+                        before = r.time_us;
+                    }
+                }
+    }
+}
+
+// On NVSwitch: small messages take one round (one_shot, direct), large ones
+// the bandwidth-optimal algorithms.
+TEST(Predict, H100SmallAndLargeWinners) {
+    const ModelParams p = params("h100-nvswitch");
+    const Shape node{8, 1};
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, 8, node, p)[0].algo, GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, 64 * KiB, node, p)[0].algo,
+              GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_BCAST, 8, node, p)[0].algo, GPUCOLL_ALGO_DIRECT);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, 8, node, p)[0].algo,
+              GPUCOLL_ALGO_DIRECT);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_REDUCE, 8, node, p)[0].algo, GPUCOLL_ALGO_DIRECT);
+    // allgather direct issues n copies: below ~200 KiB staging is faster
+    // (as measured on the one-GPU H100, docs/performance.md), but among the
+    // accelerated algorithms direct wins.
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLGATHER, 8, node, p)[0].algo, GPUCOLL_ALGO_STAGED);
+    EXPECT_EQ(fastest_accelerated(GPUCOLL_COLL_ALLGATHER, 8, node, p), GPUCOLL_ALGO_DIRECT);
+
+    const size_t big = 256 * MiB;
+    const gpucoll_algorithm_t ar = rank_algorithms(GPUCOLL_COLL_ALLREDUCE, big, node, p)[0].algo;
+    EXPECT_TRUE(ar == GPUCOLL_ALGO_TWO_SHOT || ar == GPUCOLL_ALGO_RING) << ar;
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, 16 * MiB, node, p)[0].algo,
+              GPUCOLL_ALGO_TWO_SHOT);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_BCAST, big, node, p)[0].algo, GPUCOLL_ALGO_CHAIN);
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLGATHER, big, node, p)[0].algo, GPUCOLL_ALGO_RING);
+    // Direct reduce-scatter reads the peers evenly and moves the bound in two
+    // rounds: on a switch it stays ahead of the ring at every size.
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, big, node, p)[0].algo,
+              GPUCOLL_ALGO_DIRECT);
+    // Between nodes, large allreduce goes on the rails.
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, big, {8, 2}, p)[0].algo, GPUCOLL_ALGO_HIER);
+}
+
+// PCIe behind shared switch uplinks: two-shot reads every peer, so most of
+// its bytes cross an uplink shared by the switch's GPUs; the ring crosses
+// each uplink with one flow.
+TEST(Predict, PcieRingBeatsTwoShotForLargeAllreduce) {
+    const ModelParams p = params("pcie4-workstation");
+    EXPECT_DOUBLE_EQ(all_peers_GBps(p, 2), 25);
+    EXPECT_DOUBLE_EQ(all_peers_GBps(p, 4), 25.0 * 3 / (2 * 2));
+    EXPECT_DOUBLE_EQ(all_peers_GBps(p, 8), 25.0 * 7 / (2 * 6));
+    for (int n : {4, 8})
+        for (size_t S : {64 * MiB, 256 * MiB, 1024 * MiB}) {
+            const double ring =
+                predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, S, {n, 1}, p).time_us;
+            const double two =
+                predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, S, {n, 1}, p).time_us;
+            EXPECT_LT(ring, two) << n << " ranks, " << S << " bytes";
+            EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, S, {n, 1}, p)[0].algo,
+                      GPUCOLL_ALGO_RING);
+        }
+    // Bandwidth terms alone: ring 2(n-1) b / 25, two-shot 2 g(n-g) b / 25.
+    const size_t S = 1024 * MiB;
+    const double ratio =
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, S, {8, 1}, p).time_us /
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, S, {8, 1}, p).time_us;
+    EXPECT_NEAR(ratio, 24.0 / 14, 0.05);
+    // Under one switch the two move the same bytes over the same links.
+    EXPECT_DOUBLE_EQ(all_peers_GBps(params("h100-nvswitch"), 8), 450);
+}
+
+// The doc's formulas, recomputed by hand from the parameters.
+TEST(Predict, FormulasOfTheDoc) {
+    const ModelParams p = params("pcie4-workstation");
+    const double S = 8.0 * MiB, n = 4, b = S / n;
+    const double o = p.call_overhead_us, sigma = p.sync_us;
+    const double ac = p.device_copy.latency_us, ar = p.device_reduce.latency_us;
+    const double ap = p.peer.latency_us;
+    auto us = [](double bytes, double GBps) { return bytes / (GBps * 1e3); };
+    const double ball = all_peers_GBps(p, 4), bnb = 25;  // ring: min(peer, uplink)
+    const double one_shot = o + ac + us(2 * S, p.device_copy.bandwidth_GBps) + sigma + ar + ap +
+                            std::max(us((n - 1) * S, ball), us(2 * S, 650));
+    EXPECT_DOUBLE_EQ(
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, 8 * MiB, {4, 1}, p).time_us,
+        one_shot);
+    const double ring = o + sigma + (n - 1) * (ar + ap + std::max(us(b, bnb), us(2 * b, 650))) +
+                        (n - 2) * sigma +
+                        (n - 1) * (sigma + ac + ap + std::max(us(b, bnb), us(b, 700))) + sigma;
+    EXPECT_DOUBLE_EQ(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, 8 * MiB, {4, 1}, p).time_us,
+                     ring);
+    // two-shot: k = 2 chunks of 1 MiB per block; the stream of k operations
+    // costs one fixed cost plus the larger of the rest and the data.
+    const double k = 2, rs_data = std::max(us((n - 1) * b, ball), us(2 * b, 650));
+    const double ag_data = std::max(us((n - 1) * b, ball), us((n - 1) * b, 700));
+    const double two_shot = o + sigma + (ar + ap) + std::max((k - 1) * (ar + ap), rs_data) + sigma +
+                            (ac + ap) + std::max(((n - 1) * k - 1) * (ac + ap), ag_data) + sigma;
+    EXPECT_DOUBLE_EQ(
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, 8 * MiB, {4, 1}, p).time_us,
+        two_shot);
+}
+
+// A change of the model or of a preset changes these numbers: update them
+// together with docs/cost-model.md.
+TEST(Predict, PinnedPoints) {
+    struct Pin {
+        const char* preset;
+        gpucoll_coll_t coll;
+        gpucoll_algorithm_t algo;
+        size_t bytes;
+        Shape shape;
+        double time_us;
+    };
+    const char *kH100 = "h100-nvswitch", *kPcie = "pcie4-workstation", *kEmu = "emu";
+    constexpr gpucoll_coll_t kAllreduce = GPUCOLL_COLL_ALLREDUCE, kBcast = GPUCOLL_COLL_BCAST,
+                             kAllgather = GPUCOLL_COLL_ALLGATHER, kReduce = GPUCOLL_COLL_REDUCE,
+                             kRs = GPUCOLL_COLL_REDUCE_SCATTER,
+                             kRsBlock = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK;
+    constexpr gpucoll_algorithm_t kStaged = GPUCOLL_ALGO_STAGED, kOneShot = GPUCOLL_ALGO_ONE_SHOT,
+                                  kTwoShot = GPUCOLL_ALGO_TWO_SHOT, kRing = GPUCOLL_ALGO_RING,
+                                  kDirect = GPUCOLL_ALGO_DIRECT, kChain = GPUCOLL_ALGO_CHAIN,
+                                  kHier = GPUCOLL_ALGO_HIER, kLeader = GPUCOLL_ALGO_LEADER;
+    // clang-format off
+    const Pin pins[] = {
+        {kH100, kAllreduce, kOneShot, 4 * KiB,      {8, 1}, 15.066474733730026},
+        {kH100, kAllreduce, kTwoShot, 64 * MiB,     {8, 1}, 344.98945777777777},
+        {kH100, kAllreduce, kRing,    256 * MiB,    {8, 1}, 1143.9156622222222},
+        {kH100, kBcast,     kChain,   64 * MiB,     {8, 1}, 630.11182222222214},
+        {kH100, kBcast,     kDirect,  64 * MiB,     {8, 1}, 1059.4156622222222},
+        {kH100, kAllgather, kDirect,  MiB,          {8, 1}, 39.088293701583027},
+        {kH100, kRsBlock,   kRing,    16 * MiB,     {8, 1}, 87.122364444444429},
+        {kH100, kReduce,    kDirect,  MiB,          {8, 1}, 31.811182222222222},
+        {kH100, kAllreduce, kStaged,  MiB,          {8, 1}, 384.06943999999999},
+        {kH100, kAllreduce, kHier,    64 * MiB,     {8, 2}, 460.85175015317628},
+        {kH100, kAllreduce, kLeader,  MiB,          {8, 2}, 85.144221743254803},
+        {kH100, kBcast,     kHier,    16 * MiB,     {8, 4}, 959.5675555555556},
+        {kH100, kAllgather, kLeader,  64 * MiB,     {8, 2}, 1813.5744295617678},
+        {kH100, kReduce,    kLeader,  4 * MiB,      {4, 2}, 137.44878126428739},
+        {kH100, kRs,        kLeader,  64 * MiB,     {8, 2}, 1871.0738058402283},
+        {kH100, kAllreduce, kStaged,  64 * MiB,     {8, 2}, 24749.450559999997},
+        {kPcie, kAllreduce, kRing,    256 * MiB,    {4, 1}, 16160.127360000002},
+        {kPcie, kAllreduce, kTwoShot, 256 * MiB,    {4, 1}, 21498.836480000002},
+        {kPcie, kAllreduce, kOneShot, 64 * KiB,     {4, 1}, 26.673005714285715},
+        {kPcie, kBcast,     kDirect,  4 * MiB,      {4, 1}, 519.81647999999996},
+        {kPcie, kAllgather, kRing,    16 * MiB,     {4, 1}, 549.30020571428577},
+        {kPcie, kRs,        kDirect,  16 * MiB,     {4, 1}, 687.58864000000005},
+        {kPcie, kAllreduce, kHier,    64 * MiB,     {4, 2}, 11111.96256},
+        {kPcie, kAllgather, kStaged,  MiB,          {4, 2}, 425.97311999999999},
+        {kEmu,  kAllreduce, kOneShot, 8,            {4, 1}, 6.2063999999999995},
+        {kEmu,  kAllreduce, kTwoShot, 64 * MiB,     {4, 1}, 20145.0592},
+        {kEmu,  kAllreduce, kStaged,  16 * MiB,     {4, 1}, 15521.924799999999},
+        {kEmu,  kBcast,     kChain,   16 * MiB + 1, {3, 1}, 3639.7586000000001},
+        {kEmu,  kAllreduce, kHier,    4 * MiB,      {2, 2}, 6004.4256000000005},
+        {kEmu,  kAllreduce, kLeader,  4 * KiB,      {2, 2}, 102.82080000000001},
+    };
+    // clang-format on
+    for (const Pin& pin : pins) {
+        const Prediction r = predict(pin.coll, pin.algo, pin.bytes, pin.shape, params(pin.preset));
+        ASSERT_TRUE(r.applicable);
+        EXPECT_NEAR(r.time_us, pin.time_us, 1e-9 * pin.time_us)
+            << pin.preset << " coll " << pin.coll << " algo " << pin.algo << " bytes " << pin.bytes
+            << " shape " << pin.shape.ranks_per_node << "x" << pin.shape.nodes;
+    }
+}
+
+// ---------------------------------------------------------------- params file
+
+TEST(Params, PresetsAreKnown) {
+    ModelParams p;
+    for (const std::string& name : preset_names()) {
+        ASSERT_TRUE(preset(name, &p));
+        EXPECT_EQ(p.name, name);
+        EXPECT_FALSE(p.source.empty());
+    }
+    EXPECT_FALSE(preset("dgx-9000", &p));
+}
+
+TEST(Params, RoundTripOfEveryPreset) {
+    for (const std::string& name : preset_names()) {
+        const ModelParams p = params(name.c_str());
+        const std::string text = format_params(p);
+        ModelParams back;
+        std::string error;
+        ASSERT_TRUE(parse_params(text, name, &back, &error)) << error;
+        EXPECT_EQ(format_params(back), text);
+        EXPECT_EQ(back.source, p.source);
+        EXPECT_EQ(back.inter_via_host, p.inter_via_host);
+        EXPECT_EQ(back.gpus_per_switch, p.gpus_per_switch);
+        for (size_t S : {size_t{8}, 3 * MiB, 512 * MiB})
+            for (const Choice& c : rank_algorithms(GPUCOLL_COLL_ALLREDUCE, S, {4, 1}, p))
+                EXPECT_EQ(predict(GPUCOLL_COLL_ALLREDUCE, c.algo, S, {4, 1}, back).time_us,
+                          c.prediction.time_us);
+    }
+}
+
+TEST(Params, RoundTripIsExactForAwkwardNumbers) {
+    ModelParams p = params("emu");
+    p.sync_us = 0.1;
+    p.peer.bandwidth_GBps = 1.0 / 3;
+    p.nic.latency_us = 1e-7;
+    p.device_reduce.bandwidth_GBps = 123456.789;
+    p.source = "measured: 2 runs, = signs and # kept";
+    ModelParams back;
+    std::string error;
+    ASSERT_TRUE(parse_params(format_params(p), "text", &back, &error)) << error;
+    EXPECT_EQ(back.sync_us, 0.1);
+    EXPECT_EQ(back.peer.bandwidth_GBps, 1.0 / 3);
+    EXPECT_EQ(back.nic.latency_us, 1e-7);
+    EXPECT_EQ(back.device_reduce.bandwidth_GBps, 123456.789);
+    EXPECT_EQ(back.source, p.source);
+}
+
+TEST(Params, PartialFileRefinesWhatItIsGiven) {
+    ModelParams p = params("h100-nvswitch");
+    std::string error;
+    ASSERT_TRUE(
+        parse_params("# calibrated\n\n  sync_us = 2.5\npeer.bandwidth_GBps=380\n"
+                     "inter_via_host = 1\n",
+                     "calib", &p, &error))
+        << error;
+    EXPECT_EQ(p.sync_us, 2.5);
+    EXPECT_EQ(p.peer.bandwidth_GBps, 380);
+    EXPECT_TRUE(p.inter_via_host);
+    EXPECT_EQ(p.name, "h100-nvswitch");  // untouched
+    EXPECT_EQ(p.nics_per_node, 8);
+}
+
+// Each error names the origin, the line and what was wrong; params stay as
+// they were.
+TEST(Params, ErrorsNameTheLine) {
+    struct Bad {
+        const char* text;
+        const char* error;
+    };
+    const Bad bad[] = {
+        {"sync_us = 1\nsync = 2\n", "f:2: unknown key 'sync'"},
+        {"# ok\nsync_us 2\n", "f:2: expected 'key = value', got 'sync_us 2'"},
+        {"= 2\n", "f:1: expected 'key = value', got '= 2'"},
+        {"sync_us = fast\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got 'fast'"},
+        {"sync_us = -1\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got '-1'"},
+        {"sync_us = 2 us\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got '2 us'"},
+        {"nic.bandwidth_GBps = 0\n",
+         "f:1: 'nic.bandwidth_GBps' wants a bandwidth in GB/s > 0, got '0'"},
+        {"gpus_per_switch = 2.5\n", "f:1: 'gpus_per_switch' wants a whole number >= 1, got '2.5'"},
+        {"nics_per_node = 0\n", "f:1: 'nics_per_node' wants a whole number >= 1, got '0'"},
+        {"inter_via_host = yes\n", "f:1: 'inter_via_host' wants 0 or 1, got 'yes'"},
+        {"chunk_bytes = 0\n", "f:1: 'chunk_bytes' wants a whole number of bytes >= 1, got '0'"},
+        {"inter_direct_max_bytes = -5\n",
+         "f:1: 'inter_direct_max_bytes' wants a whole number of bytes >= 0, got '-5'"},
+        {"sync_us = 1\n\nsync_us = 2\n", "f:3: 'sync_us' set twice (first on line 1)"},
+        {"sync_us = inf\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got 'inf'"},
+    };
+    for (const Bad& b : bad) {
+        ModelParams p = params("emu");
+        const std::string before = format_params(p);
+        std::string error;
+        EXPECT_FALSE(parse_params(b.text, "f", &p, &error)) << b.text;
+        EXPECT_EQ(error, b.error);
+        EXPECT_EQ(format_params(p), before) << "changed by a failed parse: " << b.text;
+    }
+}
+
+TEST(Params, LoadsAFile) {
+    char path[] = "/tmp/gpucoll_cost_model_XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    {
+        std::ofstream out(path);
+        out << format_params(params("pcie4-workstation")) << "# edited\nsync_us = 7\n";
+    }
+    ModelParams p;
+    std::string error;
+    EXPECT_FALSE(load_params(path, &p, &error));  // sync_us twice
+    EXPECT_EQ(error.rfind(std::string(path) + ":", 0), 0u) << error;
+    EXPECT_NE(error.find("'sync_us' set twice"), std::string::npos) << error;
+    {
+        std::ofstream out(path);
+        out << format_params(params("pcie4-workstation"));
+    }
+    ASSERT_TRUE(load_params(path, &p, &error)) << error;
+    EXPECT_EQ(p.name, "pcie4-workstation");
+    EXPECT_EQ(p.gpus_per_switch, 2);
+    std::remove(path);
+    EXPECT_FALSE(load_params(path, &p, &error));
+    EXPECT_EQ(error, std::string("cannot open ") + path);
+}
+
+}  // namespace

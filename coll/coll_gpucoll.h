@@ -435,6 +435,7 @@ typedef struct mca_coll_gpucoll_request_t {
     struct mca_coll_gpucoll_request_t* next; /* in the list of calls in flight */
     /* persistent requests of the accelerated collectives */
     gpucoll_call_t call; /* accelerated: the call each MPI_Start hands the core */
+    gpucoll_plan_t* plan; /* accelerated, one node: the call set up once at init */
     bool accelerated;    /* each start goes to the core (else to the saved request) */
     bool post_decline;   /* each start posts this rank's decline to the core first */
 } mca_coll_gpucoll_request_t;

@@ -247,7 +247,9 @@ int mca_coll_gpucoll_nonblocking_start_persistent(mca_coll_gpucoll_request_t* r)
         if (OMPI_SUCCESS != rc) mca_coll_gpucoll_request_complete(r, rc);
         return rc;
     }
-    const int rc = gpucoll_comm_start(m->core, &r->call, GPUCOLL_FORM_PERSISTENT, &r->pending);
+    const int rc = NULL != r->plan ? gpucoll_plan_start(m->core, r->plan, &r->pending)
+                                   : gpucoll_comm_start(m->core, &r->call, GPUCOLL_FORM_PERSISTENT,
+                                                        &r->pending);
     if (GPUCOLL_SUCCESS != rc) {
         const int orc = mca_coll_gpucoll_core_error(gpucoll_coll_name(r->call.coll), rc);
         mca_coll_gpucoll_request_complete(r, orc);
@@ -433,6 +435,9 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
             r->module = m;                                                                         \
             r->args = args; /* keeps counts: the core copies them at each start */                 \
             r->call = call;                                                                        \
+            /* Set up once (algorithm, buffers described); NULL: each start */                     \
+            /* does it (a core that cannot plan: it stages those calls). */                        \
+            if (GPUCOLL_SUCCESS != gpucoll_plan_create(core, &r->call, &r->plan)) r->plan = NULL;  \
             r->nbc_tag = gpucoll_reserve_nbc_tag(comm);                                            \
             *request = &r->super.super;                                                            \
             return OMPI_SUCCESS;                                                                   \

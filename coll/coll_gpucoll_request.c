@@ -31,6 +31,7 @@ static void gpucoll_request_construct(mca_coll_gpucoll_request_t* r) {
     memset(&r->args, 0, sizeof r->args);
     r->next = NULL;
     memset(&r->call, 0, sizeof r->call);
+    r->plan = NULL;
     r->accelerated = false;
     r->post_decline = false;
 }
@@ -66,6 +67,8 @@ static void gpucoll_request_release(mca_coll_gpucoll_request_t* r) {
     r->args.counts = NULL;
     if (NULL != r->pending) gpucoll_pending_free(r->pending);
     r->pending = NULL;
+    gpucoll_plan_free(r->plan);
+    r->plan = NULL;
     if (NULL != r->inner) ompi_request_free(&r->inner);
     r->inner = NULL;
     mca_coll_gpucoll_staging_free(&r->staging);

@@ -175,6 +175,9 @@ typedef struct gpucoll_counters {
     uint64_t last_bytes_inter;
     uint64_t last_sync_rounds;
     char last_algorithm[32]; /* "staged", "delegated", or the algorithm's name */
+    /* accelerated persistent starts that reused their plan's setup (the
+     * algorithm and the described buffers, gpucoll_plan_create) */
+    uint64_t planned_starts;
 } gpucoll_counters_t;
 
 GPUCOLL_EXPORT int gpucoll_counters_get(gpucoll_counters_t* out);
@@ -438,6 +441,25 @@ typedef struct gpucoll_pending gpucoll_pending_t;
  * spans nodes (stage the call instead: the same answer on every rank). */
 GPUCOLL_EXPORT int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call,
                                       gpucoll_form_t form, gpucoll_pending_t** op);
+/* Persistent calls (MPI_Allreduce_init and the others): set up once, started
+ * many times. gpucoll_plan_create chooses the algorithm and checks and
+ * describes the call's device buffers for peers (what gpucoll_comm_start does
+ * on every call), locally: it waits for nobody. A plan whose buffers cannot
+ * be described once (memory IPC cannot export, host memory, a buffer that
+ * does not fit its allocation) is still valid: each start then does that work
+ * and gets the answer gpucoll_comm_start would. GPUCOLL_ERR_UNSUPPORTED on a
+ * communicator that spans nodes (stage the call instead). The buffers must
+ * stay allocated while the plan lives (as MPI requires of persistent
+ * requests). */
+typedef struct gpucoll_plan gpucoll_plan_t;
+GPUCOLL_EXPORT int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call,
+                                       gpucoll_plan_t** plan);
+/* gpucoll_comm_start of the planned call (form persistent), on the
+ * communicator it was made for (else GPUCOLL_ERR_INVALID_ARG). */
+GPUCOLL_EXPORT int gpucoll_plan_start(gpucoll_comm_t* comm, gpucoll_plan_t* plan,
+                                      gpucoll_pending_t** op);
+/* Frees the plan; a start still in flight keeps what it needs. NULL: no-op. */
+GPUCOLL_EXPORT void gpucoll_plan_free(gpucoll_plan_t* plan);
 /* The nonblocking form of gpucoll_comm_decline (a rank with host buffers). */
 GPUCOLL_EXPORT int gpucoll_comm_start_decline(gpucoll_comm_t* comm);
 /* Advances the queued calls of op's communicator. *done = 1 once op has

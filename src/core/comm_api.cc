@@ -19,6 +19,10 @@ struct gpucoll_pending {
     std::shared_ptr<gpucoll::intra::NodeComm::Pending> pending;
 };
 
+struct gpucoll_plan {
+    std::shared_ptr<gpucoll::intra::NodeComm::Plan> plan;
+};
+
 struct gpucoll_comm {
     // Declared first: destroyed after the node communicator that uses it.
     std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
@@ -204,6 +208,35 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
     *op = handle.release();
     return GPUCOLL_SUCCESS;
 }
+
+int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_plan_t** plan) {
+    if (comm == nullptr || call == nullptr || plan == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_create: NULL argument");
+    if (comm->node->hierarchy() != nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
+                                  "persistent calls between nodes are staged");
+    auto handle = std::make_unique<gpucoll_plan>();
+    std::lock_guard lock(comm->node->lock());
+    handle->plan = comm->node->make_plan(*call);
+    *plan = handle.release();
+    return GPUCOLL_SUCCESS;
+}
+
+int gpucoll_plan_start(gpucoll_comm_t* comm, gpucoll_plan_t* plan, gpucoll_pending_t** op) {
+    if (comm == nullptr || plan == nullptr || op == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_start: NULL argument");
+    if (plan->plan->comm_id != comm->node->id())
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
+                                  "gpucoll_plan_start: the plan was made for another communicator");
+    auto handle = std::make_unique<gpucoll_pending>();
+    handle->comm = comm->node.get();
+    std::lock_guard lock(comm->node->lock());
+    handle->pending = comm->node->start(plan->plan);
+    *op = handle.release();
+    return GPUCOLL_SUCCESS;
+}
+
+void gpucoll_plan_free(gpucoll_plan_t* plan) { std::unique_ptr<gpucoll_plan> owned(plan); }
 
 int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)

@@ -21,6 +21,7 @@ void counters_record(const CallRecord& r) {
     g_counters.bytes_peer += r.bytes_peer;
     g_counters.sync_rounds += r.sync_rounds;
     g_counters.bytes_inter += r.bytes_inter;
+    if (r.planned) g_counters.planned_starts++;
     g_counters.last_coll = r.coll;
     g_counters.last_path = r.path;
     g_counters.last_form = r.form;

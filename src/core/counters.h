@@ -16,6 +16,7 @@ struct CallRecord {
     const char* algorithm = "";
     uint64_t bytes_inter = 0;
     gpucoll_form_t form = GPUCOLL_FORM_BLOCKING;
+    bool planned = false;  // a persistent start that reused its plan's setup
 };
 
 void counters_record(const CallRecord& r);

@@ -145,6 +145,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                         std::unique_ptr<NodeComm>* out) {
     out->reset();
     std::unique_ptr<NodeComm> comm(new NodeComm());
+    static std::atomic<uint64_t> next_id{1};
+    comm->id_ = next_id.fetch_add(1);
     comm->rank_ = bs.rank;
     comm->size_ = bs.size;
     comm->config_ = config;
@@ -550,28 +552,41 @@ Status NodeComm::describe_or_copy(const void* user, const PointerInfo& info, siz
     return describe_internal(copy, desc);
 }
 
-Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
-                         Prepared* out) {
-    const Algorithm* a = find_algorithm(call.coll, algo);
-    const size_t elem = reduce::dtype_size(call.dtype);
+Status NodeComm::check_user_buffers(const gpucoll_call_t& call, PointerInfo* send_info,
+                                    PointerInfo* recv_info) const {
     const BufferBytes bytes = bytes_of(call, rank_);
-    out->call = call;
-    PointerInfo send_info, recv_info;  // queried once, for the checks and the descriptors
     if (bytes.send != 0)
-        GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer", &send_info));
+        GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer", send_info));
     if (bytes.recv != 0)
         GPUCOLL_TRY(check_device(device_, call.recvbuf, std::max(bytes.recv, bytes.out),
-                                 "receive buffer", &recv_info));
+                                 "receive buffer", recv_info));
     const bool reduction = call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_ALLGATHER;
     if (reduction && !device_->reduce_supported(call.dtype, call.op))
         return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s %s: no device reduction on this backend",
                          gpucoll_op_name(call.op), gpucoll_dtype_name(call.dtype));
+    return kSuccess;
+}
+
+Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
+                         Prepared* out, const Plan* plan) {
+    const Algorithm* a = find_algorithm(call.coll, algo);
+    const size_t elem = reduce::dtype_size(call.dtype);
+    const BufferBytes bytes = bytes_of(call, rank_);
+    out->call = call;
+    // A plan checked and described the user's buffers once; else query them
+    // now, once for the checks and the descriptors.
+    const bool planned = plan != nullptr && plan->described;
+    PointerInfo send_info, recv_info;
+    if (!planned) GPUCOLL_TRY(check_user_buffers(call, &send_info, &recv_info));
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
         GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, call_size_, elem)));
         GPUCOLL_TRY(describe_internal(temp_, &out->desc[kTempBuf]));
     }
-    if (a->posts_buffers) {
+    if (a->posts_buffers && planned) {
+        out->desc[kSendBuf] = plan->send;
+        out->desc[kRecvBuf] = plan->recv;
+    } else if (a->posts_buffers) {
         const void* used = nullptr;
         GPUCOLL_TRY(describe_or_copy(call.sendbuf, send_info, bytes.send, true, copy_send_,
                                      &out->desc[kSendBuf], &used));
@@ -707,11 +722,13 @@ void NodeComm::begin(Pending& op) {
     const size_t elem = reduce::dtype_size(call.dtype);
     op.begun = true;
     op.algo = op.decline_only ? GPUCOLL_ALGO_STAGED
+              : op.plan       ? op.plan->algo
               : elem == 0     ? GPUCOLL_ALGO_STAGED
               : hier_ != nullptr
                   ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &op.why)
                   : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
                                      &op.why);
+    if (op.plan) op.why = op.plan->why;
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);
@@ -722,7 +739,7 @@ void NodeComm::begin(Pending& op) {
     }
     const uint64_t seq = op.seq = ++seq_;
     if (call.eligible) {
-        const Status ps = prepare(call, op.algo, seq, &op.prepared);
+        const Status ps = prepare(call, op.algo, seq, &op.prepared, op.plan.get());
         if (ps == kSuccess) {
             op.kind = PostKind::Accelerate;
         } else if (ps == GPUCOLL_ERR_BUFFER) {
@@ -805,6 +822,7 @@ int NodeComm::conclude(Pending& op) {
                       ctx.rounds, gpucoll_algorithm_name(op.algo)};
     record.bytes_inter = inter_bytes;
     record.form = op.form;
+    record.planned = op.plan != nullptr && op.plan->described;
     counters_record(record);
     return GPUCOLL_SUCCESS;
 }
@@ -820,6 +838,45 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(const gpucoll_call_t& call,
         op->counts.assign(call.counts, call.counts + call_size_);
         op->call.counts = op->counts.data();
     }
+    queue_.push_back(op);
+    enqueued();
+    return op;
+}
+
+std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) {
+    auto plan = std::make_shared<Plan>();
+    plan->call = call;
+    plan->comm_id = id_;
+    if (call.counts != nullptr) {
+        plan->counts.assign(call.counts, call.counts + call_size_);
+        plan->call.counts = plan->counts.data();
+    }
+    const size_t elem = reduce::dtype_size(call.dtype);
+    plan->algo = elem == 0 ? GPUCOLL_ALGO_STAGED
+                           : select_algorithm(plan->call, size_, elem, config_, scratch_slot_bytes_,
+                                              ring_family_, &plan->why);
+    if (plan->algo == GPUCOLL_ALGO_STAGED || !call.eligible) return plan;
+    // Describe the user's buffers once where that works as it is; anything
+    // else (a copy of unexportable memory, an error every rank must learn
+    // of at each start) is left to each start.
+    PointerInfo send_info, recv_info;
+    if (check_user_buffers(plan->call, &send_info, &recv_info) != kSuccess) return plan;
+    const BufferBytes bytes = bytes_of(plan->call, rank_);
+    if (bytes.send != 0 &&
+        cache_->describe(device_, call.sendbuf, send_info, &plan->send) != kSuccess)
+        return plan;
+    if (bytes.recv != 0 &&
+        cache_->describe(device_, call.recvbuf, recv_info, &plan->recv) != kSuccess)
+        return plan;
+    plan->described = true;
+    return plan;
+}
+
+std::shared_ptr<NodeComm::Pending> NodeComm::start(std::shared_ptr<const Plan> plan) {
+    auto op = std::make_shared<Pending>();
+    op->call = plan->call;  // counts: the plan's, which the pending call keeps alive
+    op->form = GPUCOLL_FORM_PERSISTENT;
+    op->plan = std::move(plan);
     queue_.push_back(op);
     enqueued();
     return op;

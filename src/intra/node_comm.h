@@ -149,7 +149,13 @@ public:
     // ended (the progress word is per rank, not per call), and run once every
     // rank's post is visible; nothing waits for a peer to arrive.
     struct Pending;
+    struct Plan;
     std::shared_ptr<Pending> start(const gpucoll_call_t& call, gpucoll_form_t form);
+    // Persistent calls: the setup of a call done once (make_plan, local),
+    // then started like start(call, GPUCOLL_FORM_PERSISTENT) without it.
+    std::shared_ptr<Plan> make_plan(const gpucoll_call_t& call);
+    std::shared_ptr<Pending> start(std::shared_ptr<const Plan> plan);
+    uint64_t id() const { return id_; }  // unique in the process
     void start_decline();
     // Advances the queue as far as it goes without waiting for a peer to
     // arrive (a call whose posts are all visible runs to its end, unless
@@ -256,7 +262,11 @@ private:
         bool recv_copied = false;  // results go back to the user's buffer after the call
     };
     Status prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
-                   Prepared* out);
+                   Prepared* out, const Plan* plan = nullptr);
+    // The user's buffers checked (extent, device memory, reduction support)
+    // and, where bytes.* asks, described for peers.
+    Status check_user_buffers(const gpucoll_call_t& call, PointerInfo* send_info,
+                              PointerInfo* recv_info) const;
     // Describes user for peers; memory IPC cannot export is replaced by an
     // exportable copy (copy_in: with the user's contents).
     Status describe_or_copy(const void* user, const PointerInfo& info, size_t bytes, bool copy_in,
@@ -335,10 +345,26 @@ private:
     bool ring_family_ = false;
     void use_layout(const topo::Layout& layout, const topo::Machine* machine);
 
+    uint64_t id_ = 0;
+
 public:
+    // A persistent call's setup, done once (make_plan).
+    struct Plan {
+        gpucoll_call_t call{};
+        std::vector<size_t> counts;  // reduce_scatter's, owned
+        uint64_t comm_id = 0;        // the NodeComm it was made for
+        gpucoll_algorithm_t algo = GPUCOLL_ALGO_AUTO;
+        const char* why = "";
+        // The user's buffers checked and described for peers once; false:
+        // each start prepares them (copies of unexportable memory, errors).
+        bool described = false;
+        BufferDesc send{}, recv{};
+    };
+
     struct Pending {
         gpucoll_call_t call{};
-        std::vector<size_t> counts;  // the caller's counts, kept for the call's life
+        std::vector<size_t> counts;        // the caller's counts, kept for the call's life
+        std::shared_ptr<const Plan> plan;  // persistent calls made with a plan
         gpucoll_form_t form = GPUCOLL_FORM_BLOCKING;
         bool decline_only = false;
         bool begun = false;  // posted

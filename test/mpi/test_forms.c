@@ -372,6 +372,15 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
                      gpucoll_form_name(gform), gpucoll_path_name(want), gpucoll_coll_name(s->coll),
                      (unsigned long long)d, (unsigned long long)dc);
         }
+        /* Persistent starts on the accelerated path reuse the setup made at
+         * init (gpucoll_plan_create): algorithm, buffers described. Pool
+         * memory IPC cannot export is copied at each start instead. */
+        if (form == F_PERSISTENT && want == GPUCOLL_PATH_ACCELERATED) {
+            const uint64_t planned = after.planned_starts - before.planned_starts;
+            const uint64_t expect = tu.pool_memory && L.rank % 2 == 0 ? 0 : 1;
+            TU_CHECK(planned == expect, "%s: %llu planned starts, expected %llu", what,
+                     (unsigned long long)planned, (unsigned long long)expect);
+        }
     }
     if (form == F_PERSISTENT) MPI_Request_free(&req);
     tu_buf_free(&hs);

@@ -335,4 +335,98 @@ INSTANTIATE_TEST_SUITE_P(Modes, IntraNonblocking, ::testing::Values(1, 2),
                              return std::string(info.param == 1 ? "eager" : "lazy");
                          });
 
+// Persistent calls through a plan (gpucoll_plan_create once, then starts):
+// right results with new inputs at every start; the planned starts counted;
+// a plan used on another communicator refused; a plan freed while its start
+// is in flight; a receive buffer too small: the plan is made, and every
+// start fails on every rank (the check each start would make, kept).
+TEST(IntraPlan, StartsReuseTheSetup) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const int n = 3;
+    gpucoll_counters_reset();
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm[2] = {nullptr, nullptr};
+        for (auto& c : comm)
+            if (gpucoll_comm_create(&bs, nullptr, &c) != 0 || c == nullptr) fail = "create failed";
+        if (!fail.empty()) return;
+        const size_t count = 5000;
+        void* send = dalloc(count * sizeof(float));
+        void* recv = dalloc(count * sizeof(float));
+        void* small = dalloc(count * sizeof(float) / 2);
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_ALLREDUCE;
+        call.sendbuf = send;
+        call.recvbuf = recv;
+        call.count = count;
+        call.dtype = GPUCOLL_FLOAT;
+        call.op = GPUCOLL_OP_SUM;
+        call.eligible = 1;
+        call.on_device = 1;
+        gpucoll_plan_t* plan = nullptr;
+        if (gpucoll_plan_create(comm[0], &call, &plan) != 0 || plan == nullptr) {
+            fail = std::string("plan: ") + gpucoll_last_error();
+            return;
+        }
+        auto finish = [&](gpucoll_pending_t* op) {
+            int done = 0, rc = 0;
+            while (!done) rc = gpucoll_pending_test(op, &done);
+            gpucoll_pending_free(op);
+            return rc;
+        };
+        for (int start = 0; start < 5 && fail.empty(); ++start) {
+            std::vector<float> in(count);
+            for (size_t i = 0; i < count; ++i) in[i] = value(rank, i) + float(start);
+            upload(send, in);
+            gpucoll_pending_t* op = nullptr;
+            if (gpucoll_plan_start(comm[0], plan, &op) != 0) {
+                fail = std::string("start: ") + gpucoll_last_error();
+                break;
+            }
+            if (start == 4) {  // freed while in flight: the start keeps what it needs
+                gpucoll_plan_free(plan);
+                plan = nullptr;
+            }
+            if (finish(op) != GPUCOLL_SUCCESS) fail = std::string("run: ") + gpucoll_last_error();
+            const std::vector<float> out = download<float>(recv, count);
+            for (size_t i = 0; i < count && fail.empty(); i += 97) {
+                float want = 0;
+                for (int r = 0; r < n; ++r) want += value(r, i) + float(start);
+                if (out[i] != want)
+                    fail = "start " + std::to_string(start) + " element " + std::to_string(i);
+            }
+        }
+        // Another communicator's plan.
+        gpucoll_plan_t* other = nullptr;
+        gpucoll_pending_t* op = nullptr;
+        if (fail.empty() && (gpucoll_plan_create(comm[1], &call, &other) != 0 ||
+                             gpucoll_plan_start(comm[0], other, &op) != GPUCOLL_ERR_INVALID_ARG))
+            fail = "a plan of another communicator was started";
+        gpucoll_plan_free(other);
+        // The receive buffer cannot hold the result: every start fails everywhere.
+        call.recvbuf = small;
+        gpucoll_plan_t* bad = nullptr;
+        if (fail.empty() && gpucoll_plan_create(comm[0], &call, &bad) != 0)
+            fail = "a plan of a bad call must still be made";
+        for (int start = 0; start < 2 && fail.empty(); ++start) {
+            if (gpucoll_plan_start(comm[0], bad, &op) != 0) {
+                fail = "bad start";
+                break;
+            }
+            const int rc = finish(op);
+            if (rc != GPUCOLL_ERR_BUFFER)
+                fail = "a start with a too small buffer returned " + std::to_string(rc);
+        }
+        gpucoll_plan_free(bad);
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(send);
+        gpucoll_free_device(recv);
+        gpucoll_free_device(small);
+        for (auto& c : comm) gpucoll_comm_destroy(c);
+    });
+    gpucoll_counters_t c;
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    EXPECT_EQ(c.planned_starts, uint64_t(5 * n));  // the bad plan describes nothing
+    EXPECT_EQ(c.forms[GPUCOLL_FORM_PERSISTENT][GPUCOLL_PATH_ACCELERATED], uint64_t(5 * n));
+}
+
 }  // namespace

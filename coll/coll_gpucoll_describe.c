@@ -145,15 +145,6 @@ static int neighbors(mca_coll_gpucoll_staging_t* c, struct ompi_communicator_t* 
     return 0;
 }
 
-static int refuse_inter(mca_coll_gpucoll_staging_t* c, struct ompi_communicator_t* comm) {
-    GPUCOLL_ERROR(
-        "%s on device buffers over intercommunicator %s is not supported by gpucoll "
-        "(Open MPI's coll/inter would read device memory on the CPU); merge the groups "
-        "(MPI_Intercomm_merge) or stage the buffers yourself",
-        gpucoll_coll_name(c->coll), comm->c_name);
-    return refuse(c, MPI_ERR_UNSUPPORTED_OPERATION);
-}
-
 #define DONE(c)                                                                         \
     return ((c)->buf[0].device || (c)->buf[1].device) ? MCA_COLL_GPUCOLL_DESCRIBE_STAGE \
                                                       : MCA_COLL_GPUCOLL_DESCRIBE_HOST
@@ -218,11 +209,13 @@ int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, cons
     const gpucoll_extent_t out = extent_block(mine, dtype);
     set_buf(c, 0, sbuf, &all, true, NULL);
     set_buf(c, 1, rbuf, in_place ? &all : &out, in_place, &out);
-    if ((c->buf[0].device || c->buf[1].device) && OMPI_COMM_IS_INTER(comm))
-        return refuse_inter(c, comm);
     DONE(c);
 }
 
+/* Intercommunicators (no MPI_IN_PLACE there): each rank sends the vector its
+ * group reduces for the other group, as long as the sum of its own group's
+ * counts (the standard makes both groups' sums equal; Open MPI's basic and
+ * libnbc algorithms read that many elements), and receives its own count. */
 int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c, const void* sbuf,
                                                    void* rbuf, int rcount,
                                                    struct ompi_datatype_t* dtype,
@@ -235,8 +228,6 @@ int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c
     const gpucoll_extent_t out = extent_block((size_t)rcount, dtype);
     set_buf(c, 0, sbuf, &all, true, NULL);
     set_buf(c, 1, rbuf, in_place ? &all : &out, in_place, &out);
-    if ((c->buf[0].device || c->buf[1].device) && OMPI_COMM_IS_INTER(comm))
-        return refuse_inter(c, comm);
     DONE(c);
 }
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # intercomm.sh - device buffers on intercommunicators (test_intercomm) at 2, 3
-# and 4 ranks: staged where gpucoll can (allreduce, bcast, allgather, reduce),
-# refused with an error where it cannot yet (reduce_scatter), never handed to
-# Open MPI's coll/inter; host buffers there are delegated.
+# and 4 ranks: staged (allreduce, bcast, allgather, reduce,
+# reduce_scatter(_block), nonblocking forms), never handed to Open MPI's
+# coll/inter; host buffers there are delegated.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 

@@ -5,8 +5,10 @@
  *    reduce are staged: correct results, path "staged" on every rank that
  *    has a significant device buffer, nothing written where the buffer is
  *    not significant;
- *  - reduce_scatter_block is refused with MPI_ERR_UNSUPPORTED_OPERATION on
- *    every rank (all pass device buffers), no crash, no hang;
+ *  - reduce_scatter_block and reduce_scatter (blocking and nonblocking) are
+ *    staged: each group receives its blocks of the other group's reduction
+ *    (send vectors as long as the sum of the own group's counts, which the
+ *    standard makes equal in both groups);
  *  - host buffers on the same intercommunicator go to coll/inter (delegated).
  * Needs 2 ranks or more.
  */
@@ -184,13 +186,34 @@ int main(int argc, char** argv) {
     gpucoll_free_device(sc);
     gpucoll_free_device(ga);
 
-    /* reduce_scatter_block on device buffers: refused everywhere */
-    int* big = device_ints(N * (lsize > rsize ? lsize : rsize), mine);
-    rc = MPI_Reduce_scatter_block(big, r, N, MPI_INT, MPI_SUM, inter);
-    int eclass = MPI_SUCCESS;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
-    CHECK(eclass == MPI_ERR_UNSUPPORTED_OPERATION,
-          "reduce_scatter_block on device buffers: error class %d", eclass);
+    /* reduce_scatter(_block): each rank receives N x rsize elements, so that
+     * both groups' vectors hold N x lsize x rsize elements */
+    const int rcount = N * rsize;
+    int* big = device_ints(rcount * lsize, mine);
+    int* rs = device_ints(rcount, -1);
+    staged = calls(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_PATH_STAGED);
+    rc = MPI_Reduce_scatter_block(big, rs, rcount, MPI_INT, MPI_SUM, inter);
+    CHECK(rc == MPI_SUCCESS, "reduce_scatter_block: rc %d", rc);
+    check_ints(rs, rcount, constant, &remote_sum, "reduce_scatter_block");
+    CHECK(calls(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_PATH_STAGED) == staged + 1,
+          "reduce_scatter_block on device buffers was not staged");
+    int* counts = malloc(sizeof(int) * (size_t)lsize);
+    for (int i = 0; i < lsize; i++) counts[i] = rcount;
+    gpucoll_memcpy(rs, (int[]){-1}, sizeof(int)); /* a stale first element would show */
+    staged = calls(GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_PATH_STAGED);
+    rc = MPI_Reduce_scatter(big, rs, counts, MPI_INT, MPI_SUM, inter);
+    CHECK(rc == MPI_SUCCESS, "reduce_scatter: rc %d", rc);
+    check_ints(rs, rcount, constant, &remote_sum, "reduce_scatter");
+    CHECK(calls(GPUCOLL_COLL_REDUCE_SCATTER, GPUCOLL_PATH_STAGED) == staged + 1,
+          "reduce_scatter on device buffers was not staged");
+    gpucoll_memcpy(rs, (int[]){-1}, sizeof(int));
+    rc = MPI_Ireduce_scatter_block(big, rs, rcount, MPI_INT, MPI_SUM, inter, &req);
+    CHECK(rc == MPI_SUCCESS, "ireduce_scatter_block: rc %d", rc);
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS, "ireduce_scatter_block wait: rc %d", rc);
+    check_ints(rs, rcount, constant, &remote_sum, "ireduce_scatter_block");
+    free(counts);
+    gpucoll_free_device(rs);
 
     /* host buffers: coll/inter, untouched by gpucoll */
     int hs = mine, hr = -1;

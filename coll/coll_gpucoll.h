@@ -118,6 +118,7 @@ typedef struct mca_coll_gpucoll_component_t {
     int inter_device_memory; /* 0 auto, 1 direct, 2 staged */
     char* topology_file;     /* hwloc XML of the node (NULL: discover) */
     char* nvlink_file;       /* its NVLinks (NULL: NVML) */
+    char* cost_model;        /* preset or params file (NULL: size thresholds) */
 
     /* state */
     int output;           /* opal_output stream, verbosity = verbose */

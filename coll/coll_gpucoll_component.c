@@ -265,6 +265,15 @@ static const gpucoll_param_t gpucoll_params[] = {
      "PCI bus id or 'nvswitch', '#' comments. Without it the file's GPUs have no NVLinks.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.nvlink_file},
+    {"cost_model",
+     "Pick the algorithm of each call on one node with the cost model (docs/cost-model.md) "
+     "instead of size thresholds: a preset (h100-nvswitch, pcie4-workstation, emu) or a params "
+     "file written by contrib/calibrate.py on this machine. The model's table is computed once "
+     "per communicator (coll_gpucoll_verbose 1 prints it); coll_gpucoll_<coll>_algorithm still "
+     "wins. Empty (default): size thresholds and the topology's family. "
+     "gpucoll_topo --model SPEC prints what a model predicts.",
+     MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.cost_model},
 };
 
 static int gpucoll_register(void) {

@@ -256,8 +256,8 @@ GPUCOLL_EXPORT void gpucoll_staging_release(void);
 GPUCOLL_EXPORT int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count,
                                   gpucoll_dtype_t dtype, gpucoll_op_t op);
 
-/* Counter updates from the component. bytes_staged: bytes copied between
- * device and host for this call. */
+/* Counter updates from the component (lock-free unless the algorithm's name
+ * changes). bytes_staged: bytes copied between device and host for this call. */
 GPUCOLL_EXPORT void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path,
                                             uint64_t bytes_staged, const char* algorithm);
 /* The same for a nonblocking call or a persistent start. */
@@ -376,6 +376,12 @@ typedef struct gpucoll_comm_config {
      * strings are read during gpucoll_comm_create only. */
     const char* topology_file;
     const char* nvlink_file;
+    /* The cost model that picks algorithms (NULL or "": size thresholds and
+     * the topology's family): a preset ("h100-nvswitch", "pcie4-workstation",
+     * "emu") or a params file (contrib/calibrate.py writes one). Every rank
+     * of a node communicator must load the same parameters, or none uses
+     * them. A forced algorithm still wins. Read during gpucoll_comm_create. */
+    const char* cost_model;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

@@ -18,6 +18,7 @@
 #include "device/reduce_ops.h"
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
+#include "intra/model_table.h"
 #include "intra/node_layout.h"
 #include "intra/progress_agent.h"
 #include "topo/report.h"
@@ -169,6 +170,17 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     const topo::Machine* machine = nullptr;
     if (hello.gpu_known != 0) (void)comm->device_->pci_bus_id(ordinal, &bus_id);
     hello.layout = vote_layout(config, bs.rank, bs.size, bus_id, &machine, &topo_error);
+    // The cost model's vote: the parameters this rank loaded.
+    const topo::ModelParams* model = nullptr;
+    if (config.cost_model != nullptr && *config.cost_model != '\0') {
+        std::string model_error;
+        model = load_model(config.cost_model, &model_error);
+        static std::atomic<bool> model_error_said{false};  // once per process
+        if (model == nullptr && !model_error_said.exchange(true))
+            comm->log(0, "coll_gpucoll_cost_model: %s; size thresholds instead",
+                      model_error.c_str());
+        if (model != nullptr) hello.layout.model = model_fingerprint(*model);
+    }
     static std::atomic<bool> topo_error_said{false};  // once per process
     if (!topo_error.empty() && !topo_error_said.exchange(true))
         comm->log(0, "topology not used: %s (coll_gpucoll_topology_file, coll_gpucoll_nvlink_file)",
@@ -177,8 +189,16 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     GPUCOLL_TRY(bootstrap_allgather(bs, hello, &all));
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
     std::vector<LayoutVote> votes;
-    for (const Hello& h : all) votes.push_back(h.layout);
+    bool same_model = model != nullptr;
+    for (const Hello& h : all) {
+        votes.push_back(h.layout);
+        same_model = same_model && h.layout.model == hello.layout.model;
+    }
     comm->use_layout(agree_layout(machine, votes), machine);
+    if (model != nullptr && !same_model)
+        comm->log(0,
+                  "coll_gpucoll_cost_model: the ranks of this node loaded different "
+                  "parameters; size thresholds instead");
     comm->call_size_ = comm->size_;
     for (int p = 0; p < comm->size_; ++p) comm->global_of_.push_back(p);
     const FlagsChoice flags = choose_flags(config.device_flags, all);
@@ -204,6 +224,11 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
+    if (same_model) {  // after setup: one-shot's limit is the scratch slot
+        comm->model_table_.build(*model, comm->size_, comm->scratch_slot_bytes_);
+        comm->log(1, "cost model %s: %s", model->name.c_str(),
+                  comm->model_table_.summary().c_str());
+    }
     const ProgressAgent::Mode mode = comm->agent_mode_ = comm->choose_agent_mode();
     comm->log(1,
               "accelerated path on: %d ranks on one node, backend %s, %s flags (%s), "
@@ -727,7 +752,7 @@ void NodeComm::begin(Pending& op) {
               : hier_ != nullptr
                   ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &op.why)
                   : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
-                                     &op.why);
+                                     &op.why, &model_table_);
     if (op.plan) op.why = op.plan->why;
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
@@ -854,7 +879,7 @@ std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) 
     const size_t elem = reduce::dtype_size(call.dtype);
     plan->algo = elem == 0 ? GPUCOLL_ALGO_STAGED
                            : select_algorithm(plan->call, size_, elem, config_, scratch_slot_bytes_,
-                                              ring_family_, &plan->why);
+                                              ring_family_, &plan->why, &model_table_);
     if (plan->algo == GPUCOLL_ALGO_STAGED || !call.eligible) return plan;
     // Describe the user's buffers once where that works as it is; anything
     // else (a copy of unexportable memory, an error every rank must learn
@@ -958,6 +983,7 @@ bool NodeComm::progress(bool post_only) {
 }
 
 void NodeComm::drain(bool unless_aborted) {
+    if (queue_.empty()) return;  // the common case: nothing started before
     for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
         if (spins < 128) {
             __builtin_ia32_pause();

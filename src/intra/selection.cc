@@ -5,6 +5,7 @@
 
 #include "algo/hierarchical.h"
 #include "intra/algorithms.h"
+#include "intra/model_table.h"
 
 namespace gpucoll::intra {
 
@@ -108,7 +109,7 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
-                                     bool ring_links, const char** why) {
+                                     bool ring_links, const char** why, const ModelTable* model) {
     if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;
@@ -131,6 +132,14 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
         }
         *why = "forced";
         return forced;
+    }
+    if (model != nullptr) {
+        const gpucoll_algorithm_t predicted = model->lookup(call.coll, bytes);
+        if (predicted != GPUCOLL_ALGO_AUTO) {
+            *why = predicted == GPUCOLL_ALGO_STAGED ? "cost model: staging predicted fastest"
+                                                    : "cost model: predicted fastest";
+            return predicted;
+        }
     }
     switch (call.coll) {
         case GPUCOLL_COLL_ALLREDUCE:

@@ -13,6 +13,9 @@
 #     call by call: right results in a ring order other than rank order;
 #  4. an unreadable topology file: one message per rank, calls accelerated
 #     and right;
+#  6. coll_gpucoll_cost_model: the model's table on every rank, large
+#     allreduce ring and small one_shot by the pcie preset, a forced
+#     algorithm winning, an unknown model said once per process;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
 #     usage error; --model tables, --params read back as a model.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
@@ -117,6 +120,23 @@ run_mpi 4 --mca coll_gpucoll_device emu $pcie --mca coll_gpucoll_verbose 1 \
     --algorithm reduce_scatter_block=ring
 n=$(grep -c 'topology: ring algorithms .*ring order: 0 1 3 2$' "$MPI_OUT" || true)
 [ "$n" -ge 4 ] || { cat "$MPI_OUT"; fail "expected ring order 0 1 3 2 on every rank (got $n lines)"; }
+
+echo "== 6. the cost model picks: pcie4-workstation preset, np 4"
+model="--mca coll_gpucoll_cost_model pcie4-workstation"
+# shellcheck disable=SC2086 # words
+run_np 4 $model --mca coll_gpucoll_verbose 1 "$bench" allreduce -m 8:8 -i 2 -w 1 -c
+n=$(grep -c 'cost model pcie4-workstation: allreduce: one_shot to .* ring above' "$MPI_OUT" || true)
+[ "$n" -ge 4 ] || { cat "$MPI_OUT"; fail "expected the model's table on every rank (got $n)"; }
+expect_algo ring $model -- allreduce 4194304
+expect_algo one_shot $model -- allreduce 16
+grep -q 'cost model: predicted fastest' "$MPI_OUT" || fail "no 'cost model' reason in the call lines"
+# A forced algorithm wins over the model.
+expect_algo two_shot $model --mca coll_gpucoll_allreduce_algorithm two_shot -- allreduce 4194304
+# An unknown model: said once per process, size thresholds instead.
+run_np 3 --mca coll_gpucoll_cost_model no-such-model "$MPI_TESTDIR/test_collectives" --no-large \
+    --expect accelerated
+n=$(grep -c "coll_gpucoll_cost_model: 'no-such-model' is neither a preset" "$MPI_OUT" || true)
+[ "$n" -eq 3 ] || { cat "$MPI_OUT"; fail "expected one message per process about the model (got $n)"; }
 
 echo "== 4. an unreadable topology file"
 run_np 3 --mca coll_gpucoll_topology_file /nonexistent/topo.xml "$MPI_TESTDIR/test_collectives" \

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "intra/algorithms.h"
+#include "intra/model_table.h"
 #include "intra/node_layout.h"
+#include "topo/cost_model.h"
 #include "topo/paths.h"
 #include "topo/report.h"
 #include "topo/topology.h"
@@ -313,4 +315,70 @@ TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
         EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
         EXPECT_NE(why.find("not in the discovered topology"), std::string::npos) << why;
     }
+}
+
+// ---------------------------------------------------------------------------
+// The cost model's selection table
+// ---------------------------------------------------------------------------
+
+TEST(TopoModelTable, PicksPerPresetAndRespectsOneShotsScratch) {
+    std::string error;
+    const ModelParams* pcie = gpucoll::intra::load_model("pcie4-workstation", &error);
+    const ModelParams* h100 = gpucoll::intra::load_model("h100-nvswitch", &error);
+    ASSERT_NE(pcie, nullptr) << error;
+    ASSERT_NE(h100, nullptr) << error;
+    EXPECT_EQ(gpucoll::intra::load_model("h100-nvswitch", &error), h100);  // once per process
+    gpucoll::intra::ModelTable t;
+    EXPECT_TRUE(t.empty());
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 1 << 20), GPUCOLL_ALGO_AUTO);
+    const size_t slot = 256 << 10;
+    t.build(*pcie, 4, slot);
+    // The same answers as the model's own ranking, where the table has them.
+    for (size_t bytes : {size_t{64} << 10, size_t{64} << 20}) {
+        const auto ranked = rank_algorithms(GPUCOLL_COLL_ALLREDUCE, bytes, Shape{4, 1}, *pcie);
+        ASSERT_FALSE(ranked.empty());
+        EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, bytes), ranked[0].algo) << bytes;
+    }
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 64 << 20), GPUCOLL_ALGO_RING);
+    // One-shot never beyond its scratch slot, whatever the model says.
+    for (size_t bytes = slot * 2; bytes <= (size_t{1} << 30); bytes *= 2)
+        EXPECT_NE(t.lookup(GPUCOLL_COLL_ALLREDUCE, bytes), GPUCOLL_ALGO_ONE_SHOT) << bytes;
+    // Classes are powers of two: a call of 2^k + 1 bytes is looked up at 2^(k+1).
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, (64 << 20) + 1),
+              t.lookup(GPUCOLL_COLL_ALLREDUCE, 128 << 20));
+    gpucoll::intra::ModelTable n;
+    n.build(*h100, 8, slot);
+    EXPECT_EQ(n.lookup(GPUCOLL_COLL_ALLREDUCE, 8), GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_NE(n.summary().find("allreduce: one_shot to "), std::string::npos) << n.summary();
+    EXPECT_NE(gpucoll::intra::model_fingerprint(*pcie), gpucoll::intra::model_fingerprint(*h100));
+}
+
+TEST(TopoModelTable, UnknownModelIsAnError) {
+    std::string error;
+    EXPECT_EQ(gpucoll::intra::load_model("no-such-model", &error), nullptr);
+    EXPECT_NE(error.find("neither a preset"), std::string::npos) << error;
+}
+
+TEST(TopoModelTable, SelectionAsksTheTableUnlessForced) {
+    std::string error;
+    const ModelParams* pcie = gpucoll::intra::load_model("pcie4-workstation", &error);
+    ASSERT_NE(pcie, nullptr);
+    gpucoll::intra::ModelTable t;
+    t.build(*pcie, 4, 16 << 10);
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    config.one_shot_max_bytes = 16 << 10;
+    gpucoll_call_t call{};
+    call.coll = GPUCOLL_COLL_ALLREDUCE;
+    call.count = 16 << 20;  // 64 MiB of floats
+    call.dtype = GPUCOLL_FLOAT;
+    const char* why = nullptr;
+    EXPECT_EQ(gpucoll::intra::select_algorithm(call, 4, 4, config, 16 << 10, false, &why, &t),
+              GPUCOLL_ALGO_RING);
+    EXPECT_NE(std::string(why).find("cost model"), std::string::npos);
+    EXPECT_EQ(gpucoll::intra::select_algorithm(call, 4, 4, config, 16 << 10, false, &why, nullptr),
+              GPUCOLL_ALGO_TWO_SHOT);
+    config.algorithm[GPUCOLL_COLL_ALLREDUCE] = GPUCOLL_ALGO_TWO_SHOT;
+    EXPECT_EQ(gpucoll::intra::select_algorithm(call, 4, 4, config, 16 << 10, false, &why, &t),
+              GPUCOLL_ALGO_TWO_SHOT);
 }

@@ -1,0 +1,97 @@
+// model_table.cc - the cost model's selection table for a node communicator.
+#include "intra/model_table.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "intra/algorithms.h"
+
+namespace gpucoll::intra {
+
+const topo::ModelParams* load_model(const std::string& spec, std::string* error) {
+    // Entries are never removed: the pointers stay valid for the process.
+    static std::mutex lock;
+    static std::map<std::string, std::pair<std::unique_ptr<topo::ModelParams>, std::string>> known;
+    std::lock_guard<std::mutex> guard(lock);
+    auto& entry = known[spec];
+    if (entry.first == nullptr && entry.second.empty()) {
+        auto p = std::make_unique<topo::ModelParams>();
+        std::string why;
+        if (topo::preset(spec, p.get())) {
+            entry.first = std::move(p);
+        } else {
+            // A file refines the preset closest to what gpucoll runs on:
+            // calibrations name every key they measured.
+            topo::preset("emu", p.get());
+            if (topo::load_params(spec, p.get(), &why))
+                entry.first = std::move(p);
+            else
+                entry.second = "'" + spec + "' is neither a preset (h100-nvswitch, " +
+                               "pcie4-workstation, emu) nor a readable params file: " + why;
+        }
+    }
+    *error = entry.second;
+    return entry.first.get();
+}
+
+uint64_t model_fingerprint(const topo::ModelParams& params) {
+    const std::string text = topo::format_params(params);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h == 0 ? 1 : h;
+}
+
+int ModelTable::size_class(size_t bytes) {
+    int b = 0;
+    while (b < kClasses - 1 && (size_t{1} << b) < bytes) ++b;
+    return b;
+}
+
+void ModelTable::build(const topo::ModelParams& params, int size, size_t scratch_slot_bytes) {
+    table_.assign(GPUCOLL_COLL_REDUCE_LOCAL, {});
+    for (int c = 0; c < GPUCOLL_COLL_REDUCE_LOCAL; ++c) {
+        const auto coll = static_cast<gpucoll_coll_t>(c);
+        for (int b = 0; b < kClasses; ++b) {
+            const size_t bytes = size_t{1} << b;
+            gpucoll_algorithm_t pick = GPUCOLL_ALGO_AUTO;
+            for (const topo::Choice& choice :
+                 topo::rank_algorithms(coll, bytes, topo::Shape{size, 1}, params)) {
+                const gpucoll_algorithm_t a = choice.algo;
+                if (a == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes) continue;
+                if (a != GPUCOLL_ALGO_STAGED && find_algorithm(coll, a) == nullptr) continue;
+                if (a == GPUCOLL_ALGO_HIER || a == GPUCOLL_ALGO_LEADER) continue;  // one node
+                pick = a;
+                break;
+            }
+            table_[static_cast<size_t>(c)][static_cast<size_t>(b)] = pick;
+        }
+    }
+}
+
+gpucoll_algorithm_t ModelTable::lookup(gpucoll_coll_t coll, size_t bytes) const {
+    if (coll < 0 || static_cast<size_t>(coll) >= table_.size()) return GPUCOLL_ALGO_AUTO;
+    return table_[static_cast<size_t>(coll)][static_cast<size_t>(size_class(bytes))];
+}
+
+std::string ModelTable::summary() const {
+    auto human = [](int b) {
+        static const char* const units[] = {"", "K", "M", "G", "T"};
+        return std::to_string(size_t{1} << (b % 10)) + units[b / 10];
+    };
+    std::string out;
+    for (size_t c = 0; c < table_.size(); ++c) {
+        out +=
+            (c ? "; " : "") + std::string(gpucoll_coll_name(static_cast<gpucoll_coll_t>(c))) + ":";
+        for (int b = 0; b < kClasses; ++b) {
+            const gpucoll_algorithm_t a = table_[c][static_cast<size_t>(b)];
+            if (b + 1 < kClasses && table_[c][static_cast<size_t>(b + 1)] == a) continue;
+            out += std::string(" ") + gpucoll_algorithm_name(a) +
+                   (b + 1 < kClasses ? " to " + human(b) + "," : " above");
+        }
+    }
+    return out;
+}
+
+}  // namespace gpucoll::intra

@@ -1,0 +1,45 @@
+// model_table.h - the selection table from the cost model (topo/cost_model):
+// for one node communicator, the algorithm the model predicts fastest for
+// each collective and size class, computed once when the communicator is
+// created and looked up on every call (a prediction per call would cost
+// more than a small call itself).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpucoll.h"
+#include "topo/cost_model.h"
+
+namespace gpucoll::intra {
+
+// Link costs named by spec: a preset ("h100-nvswitch", "pcie4-workstation",
+// "emu") or a params file (what contrib/calibrate.py writes), loaded once per
+// process. Null with *error set when spec names neither.
+const topo::ModelParams* load_model(const std::string& spec, std::string* error);
+
+// Equal on every process that loaded the same parameters.
+uint64_t model_fingerprint(const topo::ModelParams& params);
+
+class ModelTable {
+public:
+    // The fastest algorithm of the one-node table (or staged) per collective
+    // and size class, for size ranks; one-shot only up to scratch_slot_bytes.
+    void build(const topo::ModelParams& params, int size, size_t scratch_slot_bytes);
+    bool empty() const { return table_.empty(); }
+    // GPUCOLL_ALGO_AUTO when there is no table or coll is not in it.
+    gpucoll_algorithm_t lookup(gpucoll_coll_t coll, size_t bytes) const;
+    // "allreduce: one_shot to 16K, two_shot to 8M, ring above; ..." for verbose output.
+    std::string summary() const;
+
+private:
+    // Size class b holds calls of (2^(b-1), 2^b] bytes; the model is asked
+    // at 2^b.
+    static constexpr int kClasses = 48;
+    static int size_class(size_t bytes);
+    std::vector<std::array<gpucoll_algorithm_t, kClasses>> table_;  // per collective
+};
+
+}  // namespace gpucoll::intra

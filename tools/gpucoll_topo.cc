@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "topo/cost_model.h"
+#include "topo/model_table.h"
 #include "topo/report.h"
 #include "topo/topology.h"
 
@@ -262,6 +263,15 @@ int main(int argc, char** argv) {
         std::printf("Model: %s\nSource: %s\n", p.name.c_str(), p.source.c_str());
         const gpucoll::topo::Shape shape{static_cast<int>(per_node), static_cast<int>(nodes)};
         for (gpucoll_coll_t c : colls) print_model(p, shape, c, lo, hi);
+        if (nodes == 1) {  // what coll_gpucoll_cost_model makes the selection pick
+            gpucoll::topo::ModelTable table;
+            const size_t slot = size_t{256} << 10;  // cuda's default one-shot scratch slot
+            table.build(p, shape.ranks_per_node, slot);
+            std::printf(
+                "\nSelection with coll_gpucoll_cost_model (%d ranks, one-shot up to "
+                "256K):\n  %s\n",
+                shape.ranks_per_node, table.summary().c_str());
+        }
         return 0;
     }
     if (print_params) return usage("--params goes with --model");

@@ -42,11 +42,15 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 // MPI requires to match, and on the layout every rank agreed on).
 // model: the cost model's table (null or empty: none), asked before the
 // size thresholds.
+}  // namespace gpucoll::intra
+namespace gpucoll::topo {
 class ModelTable;
+}
+namespace gpucoll::intra {
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
                                      bool ring_links, const char** why,
-                                     const ModelTable* model = nullptr);
+                                     const topo::ModelTable* model = nullptr);
 
 // Element range [begin, end) of block p when count elements are split in size blocks.
 inline size_t block_begin(size_t count, int size, int p) {

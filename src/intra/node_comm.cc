@@ -18,9 +18,9 @@
 #include "device/reduce_ops.h"
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
-#include "intra/model_table.h"
 #include "intra/node_layout.h"
 #include "intra/progress_agent.h"
+#include "topo/model_table.h"
 #include "topo/report.h"
 
 namespace gpucoll::intra {
@@ -174,12 +174,12 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     const topo::ModelParams* model = nullptr;
     if (config.cost_model != nullptr && *config.cost_model != '\0') {
         std::string model_error;
-        model = load_model(config.cost_model, &model_error);
+        model = topo::load_model(config.cost_model, &model_error);
         static std::atomic<bool> model_error_said{false};  // once per process
         if (model == nullptr && !model_error_said.exchange(true))
             comm->log(0, "coll_gpucoll_cost_model: %s; size thresholds instead",
                       model_error.c_str());
-        if (model != nullptr) hello.layout.model = model_fingerprint(*model);
+        if (model != nullptr) hello.layout.model = topo::model_fingerprint(*model);
     }
     static std::atomic<bool> topo_error_said{false};  // once per process
     if (!topo_error.empty() && !topo_error_said.exchange(true))

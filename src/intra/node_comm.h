@@ -16,9 +16,9 @@
 #include "device/device.h"
 #include "gpucoll.h"
 #include "intra/ipc_cache.h"
-#include "intra/model_table.h"
 #include "intra/progress_agent.h"
 #include "intra/shared_segment.h"
+#include "topo/model_table.h"
 #include "topo/paths.h"
 
 namespace gpucoll::inter {
@@ -344,7 +344,7 @@ private:
     // rank's position in it, and whether the links call for ring algorithms.
     std::vector<int> ring_, ring_pos_;
     bool ring_family_ = false;
-    ModelTable model_table_;  // the cost model's picks (empty: size thresholds)
+    topo::ModelTable model_table_;  // the cost model's picks (empty: size thresholds)
     void use_layout(const topo::Layout& layout, const topo::Machine* machine);
 
     uint64_t id_ = 0;

@@ -5,7 +5,7 @@
 
 #include "algo/hierarchical.h"
 #include "intra/algorithms.h"
-#include "intra/model_table.h"
+#include "topo/model_table.h"
 
 namespace gpucoll::intra {
 
@@ -109,7 +109,8 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
-                                     bool ring_links, const char** why, const ModelTable* model) {
+                                     bool ring_links, const char** why,
+                                     const topo::ModelTable* model) {
     if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;

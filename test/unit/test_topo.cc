@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "intra/algorithms.h"
-#include "intra/model_table.h"
 #include "intra/node_layout.h"
 #include "topo/cost_model.h"
+#include "topo/model_table.h"
 #include "topo/paths.h"
 #include "topo/report.h"
 #include "topo/topology.h"
@@ -323,12 +323,12 @@ TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
 
 TEST(TopoModelTable, PicksPerPresetAndRespectsOneShotsScratch) {
     std::string error;
-    const ModelParams* pcie = gpucoll::intra::load_model("pcie4-workstation", &error);
-    const ModelParams* h100 = gpucoll::intra::load_model("h100-nvswitch", &error);
+    const ModelParams* pcie = load_model("pcie4-workstation", &error);
+    const ModelParams* h100 = load_model("h100-nvswitch", &error);
     ASSERT_NE(pcie, nullptr) << error;
     ASSERT_NE(h100, nullptr) << error;
-    EXPECT_EQ(gpucoll::intra::load_model("h100-nvswitch", &error), h100);  // once per process
-    gpucoll::intra::ModelTable t;
+    EXPECT_EQ(load_model("h100-nvswitch", &error), h100);  // once per process
+    ModelTable t;
     EXPECT_TRUE(t.empty());
     EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 1 << 20), GPUCOLL_ALGO_AUTO);
     const size_t slot = 256 << 10;
@@ -346,24 +346,24 @@ TEST(TopoModelTable, PicksPerPresetAndRespectsOneShotsScratch) {
     // Classes are powers of two: a call of 2^k + 1 bytes is looked up at 2^(k+1).
     EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, (64 << 20) + 1),
               t.lookup(GPUCOLL_COLL_ALLREDUCE, 128 << 20));
-    gpucoll::intra::ModelTable n;
+    ModelTable n;
     n.build(*h100, 8, slot);
     EXPECT_EQ(n.lookup(GPUCOLL_COLL_ALLREDUCE, 8), GPUCOLL_ALGO_ONE_SHOT);
     EXPECT_NE(n.summary().find("allreduce: one_shot to "), std::string::npos) << n.summary();
-    EXPECT_NE(gpucoll::intra::model_fingerprint(*pcie), gpucoll::intra::model_fingerprint(*h100));
+    EXPECT_NE(model_fingerprint(*pcie), model_fingerprint(*h100));
 }
 
 TEST(TopoModelTable, UnknownModelIsAnError) {
     std::string error;
-    EXPECT_EQ(gpucoll::intra::load_model("no-such-model", &error), nullptr);
+    EXPECT_EQ(load_model("no-such-model", &error), nullptr);
     EXPECT_NE(error.find("neither a preset"), std::string::npos) << error;
 }
 
 TEST(TopoModelTable, SelectionAsksTheTableUnlessForced) {
     std::string error;
-    const ModelParams* pcie = gpucoll::intra::load_model("pcie4-workstation", &error);
+    const ModelParams* pcie = load_model("pcie4-workstation", &error);
     ASSERT_NE(pcie, nullptr);
-    gpucoll::intra::ModelTable t;
+    ModelTable t;
     t.build(*pcie, 4, 16 << 10);
     gpucoll_comm_config_t config;
     gpucoll_comm_config_init(&config);

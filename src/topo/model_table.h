@@ -13,21 +13,22 @@
 #include "gpucoll.h"
 #include "topo/cost_model.h"
 
-namespace gpucoll::intra {
+namespace gpucoll::topo {
 
 // Link costs named by spec: a preset ("h100-nvswitch", "pcie4-workstation",
 // "emu") or a params file (what contrib/calibrate.py writes), loaded once per
 // process. Null with *error set when spec names neither.
-const topo::ModelParams* load_model(const std::string& spec, std::string* error);
+const ModelParams* load_model(const std::string& spec, std::string* error);
 
 // Equal on every process that loaded the same parameters.
-uint64_t model_fingerprint(const topo::ModelParams& params);
+uint64_t model_fingerprint(const ModelParams& params);
 
 class ModelTable {
 public:
     // The fastest algorithm of the one-node table (or staged) per collective
-    // and size class, for size ranks; one-shot only up to scratch_slot_bytes.
-    void build(const topo::ModelParams& params, int size, size_t scratch_slot_bytes);
+    // and size class, for size ranks on one node; one-shot only up to
+    // scratch_slot_bytes (its scratch slot).
+    void build(const ModelParams& params, int size, size_t scratch_slot_bytes);
     bool empty() const { return table_.empty(); }
     // GPUCOLL_ALGO_AUTO when there is no table or coll is not in it.
     gpucoll_algorithm_t lookup(gpucoll_coll_t coll, size_t bytes) const;
@@ -42,4 +43,4 @@ private:
     std::vector<std::array<gpucoll_algorithm_t, kClasses>> table_;  // per collective
 };
 
-}  // namespace gpucoll::intra
+}  // namespace gpucoll::topo

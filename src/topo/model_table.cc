@@ -1,31 +1,29 @@
 // model_table.cc - the cost model's selection table for a node communicator.
-#include "intra/model_table.h"
+#include "topo/model_table.h"
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
 
-#include "intra/algorithms.h"
+namespace gpucoll::topo {
 
-namespace gpucoll::intra {
-
-const topo::ModelParams* load_model(const std::string& spec, std::string* error) {
+const ModelParams* load_model(const std::string& spec, std::string* error) {
     // Entries are never removed: the pointers stay valid for the process.
     static std::mutex lock;
-    static std::map<std::string, std::pair<std::unique_ptr<topo::ModelParams>, std::string>> known;
+    static std::map<std::string, std::pair<std::unique_ptr<ModelParams>, std::string>> known;
     std::lock_guard<std::mutex> guard(lock);
     auto& entry = known[spec];
     if (entry.first == nullptr && entry.second.empty()) {
-        auto p = std::make_unique<topo::ModelParams>();
+        auto p = std::make_unique<ModelParams>();
         std::string why;
-        if (topo::preset(spec, p.get())) {
+        if (preset(spec, p.get())) {
             entry.first = std::move(p);
         } else {
             // A file refines the preset closest to what gpucoll runs on:
             // calibrations name every key they measured.
-            topo::preset("emu", p.get());
-            if (topo::load_params(spec, p.get(), &why))
+            preset("emu", p.get());
+            if (load_params(spec, p.get(), &why))
                 entry.first = std::move(p);
             else
                 entry.second = "'" + spec + "' is neither a preset (h100-nvswitch, " +
@@ -36,8 +34,8 @@ const topo::ModelParams* load_model(const std::string& spec, std::string* error)
     return entry.first.get();
 }
 
-uint64_t model_fingerprint(const topo::ModelParams& params) {
-    const std::string text = topo::format_params(params);
+uint64_t model_fingerprint(const ModelParams& params) {
+    const std::string text = format_params(params);
     uint64_t h = 1469598103934665603ull;  // FNV-1a
     for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
     return h == 0 ? 1 : h;
@@ -49,19 +47,18 @@ int ModelTable::size_class(size_t bytes) {
     return b;
 }
 
-void ModelTable::build(const topo::ModelParams& params, int size, size_t scratch_slot_bytes) {
+void ModelTable::build(const ModelParams& params, int size, size_t scratch_slot_bytes) {
     table_.assign(GPUCOLL_COLL_REDUCE_LOCAL, {});
     for (int c = 0; c < GPUCOLL_COLL_REDUCE_LOCAL; ++c) {
         const auto coll = static_cast<gpucoll_coll_t>(c);
         for (int b = 0; b < kClasses; ++b) {
             const size_t bytes = size_t{1} << b;
             gpucoll_algorithm_t pick = GPUCOLL_ALGO_AUTO;
-            for (const topo::Choice& choice :
-                 topo::rank_algorithms(coll, bytes, topo::Shape{size, 1}, params)) {
+            for (const Choice& choice : rank_algorithms(coll, bytes, Shape{size, 1}, params)) {
+                // rank_algorithms lists what the one-node table has (and
+                // staged); one-shot also needs the call to fit its slot.
                 const gpucoll_algorithm_t a = choice.algo;
                 if (a == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes) continue;
-                if (a != GPUCOLL_ALGO_STAGED && find_algorithm(coll, a) == nullptr) continue;
-                if (a == GPUCOLL_ALGO_HIER || a == GPUCOLL_ALGO_LEADER) continue;  // one node
                 pick = a;
                 break;
             }
@@ -94,4 +91,4 @@ std::string ModelTable::summary() const {
     return out;
 }
 
-}  // namespace gpucoll::intra
+}  // namespace gpucoll::topo

@@ -56,8 +56,11 @@ ucx_arg=--without-ucx
 [ -f .gpu/ucx/include/ucp/api/ucp.h ] && ucx_arg=--with-ucx=$top/.gpu/ucx
 mkdir -p .gpu/build
 cd .gpu/build
+# The real nvml.h (NVLink discovery), fetched here: the GPU machine has no network.
+nvml_arg=--without-nvml
+"$top/contrib/fetch-nvml-header.sh" "$top/_build/nvml" && nvml_arg=--with-nvml=$top/_build/nvml
 [ -f Makefile ] || ../../configure --enable-werror --with-cuda=/usr/local/cuda "$ucx_arg" \
-    --with-cuda-arch="80 90" CFLAGS=-O2 CXXFLAGS=-O2
+    "$nvml_arg" --with-cuda-arch="80 90" CFLAGS=-O2 CXXFLAGS=-O2
 make -j"$(nproc)"
 make -j"$(nproc)" check TESTS=   # the test programs, not run here
 # What was built (the lent machine's copy of the tree may carry no history).

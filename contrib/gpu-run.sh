@@ -22,6 +22,10 @@
 #                    (GPUCOLL_OSU_NB: which; GPUCOLL_OSU_NP, GPUCOLL_OSU_SIZES)
 #   bench-overlap    gpucoll_bench nonblocking allreduce --overlap, np 4, with
 #                    the progress thread on and off
+#   topo             gpucoll_topo on the live machine (hwloc + NVML: the GPU,
+#                    its NVLinks, NICs, JSON), beside nvidia-smi topo -m; the
+#                    topology unit tests; the accelerated path's topology
+#                    line at np 3 (GPU bus id found in the discovered machine)
 #
 # Durations: info + unit + mpi took 32 s on an H100 (2026-11-22);
 # bench-allreduce (np 2 and 4, 3 repeats) 280 s; bench-all is estimated from
@@ -228,6 +232,19 @@ step_internode() {
             -c allreduce -m "${GPUCOLL_BENCH_SIZES:-4K:64M}" -r "${GPUCOLL_BENCH_REPEATS:-2}" \
             -T 0.3 -a auto,staged -x "-x LD_LIBRARY_PATH" || rc=1
     done
+    return $rc
+}
+
+step_topo() {
+    local rc=0
+    nvidia-smi topo -m 2>&1 | head -n 20
+    "$B/tools/gpucoll_topo" || rc=1
+    "$B/tools/gpucoll_topo" --json >"$out/topo.json" || rc=1
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("gpus:", len(d["gpus"]), "nvlinks from:", d["nvlinks_source"])' "$out/topo.json" || rc=1
+    GPUCOLL_SRCDIR=$top "$B/test/unit/test_topo" --gtest_brief=1 || rc=1
+    # np 3: the smallest node communicator that looks at the topology.
+    timeout 120 mpirun -np 3 --oversubscribe --mca coll_gpucoll_device cuda \
+        --mca coll_gpucoll_verbose 1 "$B/perf/gpucoll_bench" allreduce -m 1M:1M -i 3 -w 1 -c 2>&1 | grep -E 'topology|PASS|FAIL|accelerated' | head -n 20 || rc=1
     return $rc
 }
 

@@ -119,6 +119,7 @@ typedef struct mca_coll_gpucoll_component_t {
     char* topology_file;     /* hwloc XML of the node (NULL: discover) */
     char* nvlink_file;       /* its NVLinks (NULL: NVML) */
     char* cost_model;        /* preset or params file (NULL: size thresholds) */
+    bool rails;              /* UCX_NET_DEVICES per process from the topology */
 
     /* state */
     int output;           /* opal_output stream, verbosity = verbose */

@@ -38,6 +38,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .device_flags = GPUCOLL_FLAGS_AUTO,
     .host_pipeline = -1,
     .progress_thread = -1,
+    .rails = true,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -265,6 +266,14 @@ static const gpucoll_param_t gpucoll_params[] = {
      "PCI bus id or 'nvswitch', '#' comments. Without it the file's GPUs have no NVLinks.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.nvlink_file},
+    {"rails",
+     "Between nodes, give each process's UCX context only the NIC nearest its GPU (set "
+     "UCX_NET_DEVICES from the topology: an RDMA device's first active port, else the network "
+     "interface), so that the local ranks drive one NIC each (rails). Applied where the job has "
+     "several processes on a machine, the topology is discovered (not a file) and "
+     "UCX_NET_DEVICES is not set; false: UCX chooses.",
+     MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.rails},
     {"cost_model",
      "Pick the algorithm of each call on one node with the cost model (docs/cost-model.md) "
      "instead of size thresholds: a preset (h100-nvswitch, pcie4-workstation, emu) or a params "

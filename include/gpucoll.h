@@ -382,6 +382,12 @@ typedef struct gpucoll_comm_config {
      * of a node communicator must load the same parameters, or none uses
      * them. A forced algorithm still wins. Read during gpucoll_comm_create. */
     const char* cost_model;
+    /* Between nodes, each process's UCX context uses only the NIC nearest
+     * its GPU (UCX_NET_DEVICES), where the job has several processes on a
+     * machine, the topology is this machine's and the user set no
+     * UCX_NET_DEVICES: 1 (default); 0: UCX's own choice. The first
+     * communicator that spans nodes decides for the process. */
+    int rails;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

@@ -41,8 +41,7 @@ const char kHelp[] =
     "\n"
     "OPTIONS\n"
     "    --xml FILE      Read the machine from an hwloc XML file (lstopo --of xml FILE\n"
-    "                    writes one) instead of discovering this one. HWLOC_XMLFILE\n"
-    "                    does the same.\n"
+    "                    writes one) instead of discovering this one.\n"
     "    --nvlinks FILE  The NVLinks of the machine read with --xml, where NVML cannot\n"
     "                    be asked: lines 'nvlink BUSID PEER N' (PEER: another GPU's PCI\n"
     "                    bus id, or 'nvswitch'); '#' starts a comment.\n"
@@ -71,7 +70,8 @@ const char kHelp[] =
     "    node; SYS across the CPUs' interconnect.\n"
     "\n"
     "ENVIRONMENT\n"
-    "    HWLOC_XMLFILE   As --xml.\n"
+    "    HWLOC_XMLFILE   hwloc reads the machine from this file (meant for this\n"
+    "                    machine, saved to spare discovery: NVML is still asked).\n"
     "\n"
     "EXIT STATUS\n"
     "    0 on success; 1 when a file cannot be read; 2 on a usage error.\n"
@@ -275,8 +275,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (print_params) return usage("--params goes with --model");
-    if (!sources.links_file.empty() && sources.xml_file.empty() &&
-        std::getenv("HWLOC_XMLFILE") == nullptr)
+    if (!sources.links_file.empty() && sources.xml_file.empty())
         return usage(
             "--nvlinks describes the machine of --xml; this machine's NVLinks come "
             "from NVML");

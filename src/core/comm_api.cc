@@ -135,6 +135,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->inter_device_memory = 0;
     config->thread_multiple = 0;
     config->progress_thread = -1;
+    config->rails = 1;
     config->verbose = 0;
     config->log = nullptr;
 }

@@ -101,8 +101,8 @@ void counters_reset() {
     put(g_counters.last_coll, gpucoll_coll_t{});
     put(g_counters.last_path, gpucoll_path_t{});
     put(g_counters.last_form, gpucoll_form_t{});
-    g_last_algorithm.store("", std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(g_name_mutex);
+    g_last_algorithm.store("", std::memory_order_relaxed);
     g_last_name[0] = '\0';
 }
 

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <utility>
 
+#include "common/machine.h"
 #include "topo/report.h"
 
 namespace gpucoll::intra {
@@ -37,9 +38,20 @@ const topo::Machine* node_machine(const std::string& xml_file, const std::string
 }
 
 uint64_t machine_fingerprint(const topo::Machine& m) {
-    topo::ReportInput in;
-    in.machine = &m;
-    const std::string text = topo::format_json(in);
+    // Exactly what the layout is computed from: the GPUs, their places in
+    // the PCI tree (tree order beyond 10 ranks) and the connection of every
+    // pair; not CPU sets or NICs, which may differ between the ranks' views
+    // (cgroups) without changing the layout.
+    std::string text;
+    for (size_t g = 0; g < m.gpus.size(); ++g) {
+        text += m.gpus[g].bus_id + "<";
+        for (int b : m.gpus[g].bridges)
+            text += std::to_string(m.bridges[static_cast<size_t>(b)].order) + ",";
+        for (size_t h = 0; h < m.gpus.size(); ++h)
+            text += topo::to_string(topo::gpu_to_gpu(m, static_cast<int>(g), static_cast<int>(h))) +
+                    " ";
+        text += ";";
+    }
     uint64_t h = 1469598103934665603ull;  // FNV-1a
     for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
     return h == 0 ? 1 : h;
@@ -75,13 +87,20 @@ LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int n
 std::string rail_net_device(const gpucoll_comm_config_t& config, const std::string& gpu_bus_id,
                             std::string* why) {
     const char* user = std::getenv("UCX_NET_DEVICES");
-    const char* xml = std::getenv("HWLOC_XMLFILE");
+    if (config.rails == 0) {
+        *why = "rails off (coll_gpucoll_rails)";
+        return {};
+    }
     if (user != nullptr && *user != '\0') {
         *why = "UCX_NET_DEVICES set by the user";
         return {};
     }
-    if ((config.topology_file != nullptr && *config.topology_file != '\0') ||
-        (xml != nullptr && *xml != '\0')) {
+    // One process per node keeps every NIC (UCX spreads over them).
+    if (launcher_local_processes() < 2) {
+        *why = "one process on this machine: UCX may use every NIC";
+        return {};
+    }
+    if (config.topology_file != nullptr && *config.topology_file != '\0') {
         *why = "the topology comes from a file, not from this machine";
         return {};
     }

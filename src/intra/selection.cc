@@ -136,7 +136,10 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
     }
     if (model != nullptr) {
         const gpucoll_algorithm_t predicted = model->lookup(call.coll, bytes);
-        if (predicted != GPUCOLL_ALGO_AUTO) {
+        // Only what this table can run (the model's own table could drift).
+        if (predicted == GPUCOLL_ALGO_STAGED ||
+            (predicted != GPUCOLL_ALGO_AUTO && !between_nodes(predicted) &&
+             find_algorithm(call.coll, predicted) != nullptr)) {
             *why = predicted == GPUCOLL_ALGO_STAGED ? "cost model: staging predicted fastest"
                                                     : "cost model: predicted fastest";
             return predicted;

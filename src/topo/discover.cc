@@ -103,7 +103,10 @@ private:
         d->bridges.assign(chain.rbegin(), chain.rend());  // nearest first
         hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t_, obj);
         if (near == nullptr) return;
-        if (near->nodeset != nullptr && !hwloc_bitmap_iszero(near->nodeset))
+        // A device hwloc could not place hangs below the root (the whole
+        // machine): its NUMA node is unknown, not the first one.
+        if (near->parent != nullptr && near->nodeset != nullptr &&
+            hwloc_bitmap_weight(near->nodeset) == 1)
             d->numa = hwloc_bitmap_first(near->nodeset);
         hwloc_obj_t pkg = near->type == HWLOC_OBJ_PACKAGE
                               ? near
@@ -116,6 +119,25 @@ private:
                 std::free(list);
             }
         }
+    }
+
+    // hwloc's Linux backend names each port's state (Port1State = "4":
+    // ACTIVE). No such info (an XML file without it): assume port 1 works.
+    static void active_port(hwloc_obj_t osdev, Nic* n) {
+        bool reported = false;
+        for (int p = 1; p <= 8; ++p) {
+            char key[32];
+            std::snprintf(key, sizeof key, "Port%dState", p);
+            const char* state = hwloc_obj_get_info_by_name(osdev, key);
+            if (state == nullptr) continue;
+            reported = true;
+            if (std::strcmp(state, "4") == 0) {
+                n->port = p;
+                n->usable = true;
+                return;
+            }
+        }
+        n->usable = !reported;
     }
 
     void device(hwloc_obj_t obj, const std::vector<int>& chain) {
@@ -135,6 +157,7 @@ private:
             if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
                 n.name = c->name;
                 n.rdma = true;
+                active_port(c, &n);
             } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && n.netdev.empty()) {
                 n.netdev = c->name;
             }
@@ -202,7 +225,9 @@ Status discover(const Sources& sources, Machine* out) {
     std::sort(m.gpus.begin(), m.gpus.end(), by_bus);
     std::sort(m.nics.begin(), m.nics.end(), by_bus);
     m.links.assign(m.gpus.size(), GpuLinks{});
-    const bool from_file = !sources.xml_file.empty() || std::getenv("HWLOC_XMLFILE") != nullptr;
+    // A file given to us describes another machine: NVML would describe this
+    // one. (HWLOC_XMLFILE is often this machine, exported to save time.)
+    const bool from_file = !sources.xml_file.empty();
     if (!sources.links_file.empty()) {
         GPUCOLL_TRY(load_links_file(sources.links_file, &m));
     } else if (from_file) {

@@ -64,12 +64,13 @@ Connection gpu_to_gpu(const Machine& m, int a, int b) {
 std::vector<NicChoice> nic_per_gpu(const Machine& m) {
     std::vector<NicChoice> out(m.gpus.size());
     const bool any_rdma =
-        std::any_of(m.nics.begin(), m.nics.end(), [](const Nic& n) { return n.rdma; });
+        std::any_of(m.nics.begin(), m.nics.end(), [](const Nic& n) { return n.rdma && n.usable; });
     std::vector<int> users(m.nics.size(), 0);
     for (size_t g = 0; g < m.gpus.size(); ++g) {
         NicChoice best;
         for (size_t n = 0; n < m.nics.size(); ++n) {
-            if (any_rdma && !m.nics[n].rdma) continue;
+            if (any_rdma && !(m.nics[n].rdma && m.nics[n].usable)) continue;
+            if (m.nics[n].rdma && !m.nics[n].usable) continue;  // no active port
             const Path p = pci_path(m.gpus[g], m.nics[n], m);
             if (best.nic < 0 || p < best.path ||
                 (p == best.path && users[n] < users[static_cast<size_t>(best.nic)])) {
@@ -87,7 +88,8 @@ std::vector<NicChoice> nic_per_gpu(const Machine& m) {
 }
 
 std::string ucx_device_name(const Nic& nic) {
-    return nic.rdma ? nic.name + ":1" : (nic.netdev.empty() ? nic.name : nic.netdev);
+    return nic.rdma ? nic.name + ":" + std::to_string(nic.port)
+                    : (nic.netdev.empty() ? nic.name : nic.netdev);
 }
 
 bool full_nvlink_mesh(const Machine& m, const std::vector<int>& gpus) {
@@ -107,23 +109,32 @@ namespace {
 struct HopCost {
     int worst = 0;  // the slowest hop's class
     int total = 0;  // sum of classes: how often slow links are crossed
+    int links = 0;  // NVLinks along the cycle: more is better
     bool operator<(const HopCost& o) const {
-        return worst != o.worst ? worst < o.worst : total < o.total;
+        if (worst != o.worst) return worst < o.worst;
+        return total != o.total ? total < o.total : links > o.links;
     }
 };
 
-int hop_class(const Machine& m, int ga, int gb) {
-    if (ga < 0 || gb < 0) return static_cast<int>(Path::SYS);
-    return static_cast<int>(gpu_to_gpu(m, ga, gb).path);
+struct Hop {
+    int cls = static_cast<int>(Path::SYS);
+    int links = 0;
+};
+
+Hop hop_of(const Machine& m, int ga, int gb) {
+    if (ga < 0 || gb < 0) return {};
+    const Connection c = gpu_to_gpu(m, ga, gb);
+    return {static_cast<int>(c.path), c.nvlinks};
 }
 
-HopCost cycle_cost(const std::vector<std::vector<int>>& cls, const std::vector<int>& order) {
+HopCost cycle_cost(const std::vector<std::vector<Hop>>& hops, const std::vector<int>& order) {
     HopCost c;
     for (size_t i = 0; i < order.size(); ++i) {
-        const int h =
-            cls[static_cast<size_t>(order[i])][static_cast<size_t>(order[(i + 1) % order.size()])];
-        c.worst = std::max(c.worst, h);
-        c.total += h;
+        const Hop& h =
+            hops[static_cast<size_t>(order[i])][static_cast<size_t>(order[(i + 1) % order.size()])];
+        c.worst = std::max(c.worst, h.cls);
+        c.total += h.cls;
+        c.links += h.links;
     }
     return c;
 }
@@ -160,9 +171,9 @@ std::vector<int> ring_order(const Machine& m, const std::vector<int>& gpu_of_ran
     if (std::any_of(gpu_of_rank.begin(), gpu_of_rank.end(), [](int g) { return g < 0; }))
         return order;
     if (n > 10) return tree_order(m, gpu_of_rank);
-    std::vector<std::vector<int>> cls(n, std::vector<int>(n, 0));
+    std::vector<std::vector<Hop>> cls(n, std::vector<Hop>(n));
     for (size_t i = 0; i < n; ++i)
-        for (size_t j = 0; j < n; ++j) cls[i][j] = hop_class(m, gpu_of_rank[i], gpu_of_rank[j]);
+        for (size_t j = 0; j < n; ++j) cls[i][j] = hop_of(m, gpu_of_rank[i], gpu_of_rank[j]);
     // Rank 0 first; every permutation of the rest, in lexicographic order,
     // so that the first best one is the same on every rank.
     std::vector<int> best = order;

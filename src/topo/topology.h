@@ -40,6 +40,8 @@ struct Nic : PciDevice {
     std::string name;    // the RDMA device (mlx5_0), else the network interface (eth0)
     std::string netdev;  // the network interface, where there is one
     bool rdma = false;   // an OpenFabrics (InfiniBand/RoCE) device: GPUDirect RDMA possible
+    int port = 1;        // RDMA: the first active port (hwloc's Port<n>State 4)
+    bool usable = true;  // RDMA: false when hwloc reports ports and none is active
 };
 
 // NVLinks of one GPU: links into NVSwitches, and links straight to other

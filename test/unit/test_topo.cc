@@ -298,6 +298,15 @@ TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
     gpucoll_comm_config_init(&config);
     std::string why;
     unsetenv("HWLOC_XMLFILE");
+    unsetenv("UCX_NET_DEVICES");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // one process: UCX keeps every NIC
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_NE(why.find("one process"), std::string::npos) << why;
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+    config.rails = 0;
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_NE(why.find("rails off"), std::string::npos) << why;
+    config.rails = 1;
     setenv("UCX_NET_DEVICES", "lo", 1);
     EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
     EXPECT_NE(why.find("UCX_NET_DEVICES"), std::string::npos);
@@ -315,6 +324,45 @@ TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
         EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
         EXPECT_NE(why.find("not in the discovered topology"), std::string::npos) << why;
     }
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
+TEST(TopoRails, InactivePortsAreSkipped) {
+    Machine m = load("dgx_h100.xml", "dgx_h100.nvlinks");
+    m.nics[0].usable = false;  // hwloc reported its ports, none active
+    m.nics[3].port = 2;
+    const std::vector<NicChoice> c = nic_per_gpu(m);
+    EXPECT_EQ(c[0].nic, 1);  // the other NIC of its switch
+    EXPECT_EQ(c[0].path, Path::PIX);
+    for (const NicChoice& x : c) EXPECT_NE(x.nic, 0);
+    EXPECT_EQ(ucx_device_name(m.nics[3]), "mlx5_3:2");
+}
+
+TEST(TopoPaths, UnknownNumaIsNotTheFirstNode) {
+    Machine m;
+    m.bridges = {Bridge{true, "", 0}, Bridge{true, "", 1}};
+    PciDevice a, b;
+    a.bus_id = "0000:01:00.0";
+    b.bus_id = "0000:81:00.0";
+    a.bridges = {0};
+    b.bridges = {1};
+    EXPECT_EQ(pci_path(a, b, m), Path::SYS);  // nothing known: across the machine
+    a.package = b.package = 0;
+    EXPECT_EQ(pci_path(a, b, m), Path::NODE);  // one package, NUMA unknown
+    a.numa = 0;
+    b.numa = 1;
+    EXPECT_EQ(pci_path(a, b, m), Path::SYS);
+}
+
+TEST(TopoNodeLayout, FingerprintIsWhatTheLayoutUses) {
+    const Machine m = load("pcie_4gpu.xml");
+    Machine other = m;
+    other.gpus[1].cpuset = "0-3";  // another cgroup's view
+    other.nics.clear();
+    EXPECT_EQ(gpucoll::intra::machine_fingerprint(m), gpucoll::intra::machine_fingerprint(other));
+    other.links.assign(other.gpus.size(), GpuLinks{});
+    other.links[0].to_gpu[1] = other.links[1].to_gpu[0] = 4;  // another machine
+    EXPECT_NE(gpucoll::intra::machine_fingerprint(m), gpucoll::intra::machine_fingerprint(other));
 }
 
 // ---------------------------------------------------------------------------

@@ -36,11 +36,39 @@ struct Estimate {
     double recv = 0;
 };
 
+// What the ranks of one node touch in one call of algo, in bytes: each
+// rank's input and output as the call reads and writes them, plus one_shot's
+// scratch slot, reduce_scatter ring's temporary block and staged's pinned
+// copies. The cache term's working set W.
+double working_set(gpucoll_coll_t coll, gpucoll_algorithm_t algo, double S, int L, int N) {
+    const double P = static_cast<double>(L) * N;
+    double in = S, out = S;  // per rank
+    if (coll == GPUCOLL_COLL_ALLGATHER) in = S / P;
+    if (coll == GPUCOLL_COLL_REDUCE_SCATTER || coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK)
+        out = S / P;
+    if (coll == GPUCOLL_COLL_BCAST) out = 0;       // one buffer
+    if (coll == GPUCOLL_COLL_REDUCE) out = S / L;  // the root's, one rank of the node
+    double extra = 0;
+    if (algo == GPUCOLL_ALGO_ONE_SHOT) extra = S;
+    if (algo == GPUCOLL_ALGO_RING && out < S) extra = S / P;
+    if (algo == GPUCOLL_ALGO_STAGED) extra = in + out;
+    return L * (in + out + extra);
+}
+
 // The formulas for one call: S bytes on L ranks per node and N nodes.
 class Model {
 public:
-    Model(const ModelParams& p, gpucoll_coll_t coll, double bytes, Shape shape)
-        : p_(p), coll_(coll), S_(bytes), L_(shape.ranks_per_node), N_(shape.nodes) {}
+    Model(const ModelParams& p, gpucoll_coll_t coll, gpucoll_algorithm_t algo, double bytes,
+          Shape shape)
+        : p_(p),
+          coll_(coll),
+          S_(bytes),
+          L_(shape.ranks_per_node),
+          N_(shape.nodes),
+          ws_(working_set(coll, algo, bytes, shape.ranks_per_node, shape.nodes)),
+          cached_(p.cache_bytes <= 0     ? 0
+                  : ws_ <= p.cache_bytes ? 1
+                                         : p.cache_bytes / ws_) {}
 
     Estimate one_shot() const;
     Estimate two_shot() const;
@@ -85,19 +113,61 @@ private:
     static double stream(double k, double fixed_us, double data_us) {
         return k <= 0 ? 0 : fixed_us + std::max((k - 1) * fixed_us, data_us);
     }
-    // k copies on a rank's stream: link_us over the peer links (0: local),
-    // local_bytes of device memory traffic.
-    double copies(double k, double link_us, double local_bytes, bool peer) const {
-        return stream(k, p_.device_copy.latency_us + (peer ? p_.peer.latency_us : 0),
-                      std::max(link_us, us(local_bytes, p_.device_copy.bandwidth_GBps)));
+    // How many times longer CPU work takes when active ranks of the node
+    // work at once on its shared cores.
+    double share(double active) const {
+        return p_.shared_cores > 0 ? std::max(1.0, active / p_.shared_cores) : 1.0;
     }
-    double reductions(double k, double link_us, double local_bytes, bool peer) const {
-        return stream(k, p_.device_reduce.latency_us + (peer ? p_.peer.latency_us : 0),
-                      std::max(link_us, us(local_bytes, p_.device_reduce.bandwidth_GBps)));
+    bool oversubscribed() const { return p_.shared_cores > 0 && L_ > p_.shared_cores; }
+    // The rate of an operation in this call: the cached share of its traffic
+    // at the cached rate (harmonic mean), divided among the active ranks
+    // sharing the node's cores.
+    double rate(const LinkCost& l, double active) const {
+        double bw = l.bandwidth_GBps;
+        if (cached_ > 0 && l.cached_GBps > 0)
+            bw = 1 / (cached_ / l.cached_GBps + (1 - cached_) / bw);
+        return bw / share(active);
     }
-    double sync(int k) const { return k * p_.sync_us; }
+    double rate(const LinkCost& l) const { return rate(l, L_); }
+    // A fixed cost of CPU work, stretched when ranks share the node's cores.
+    double cpu(double fixed_us, double active) const { return fixed_us * share(active); }
+    double cpu(double fixed_us) const { return cpu(fixed_us, L_); }
+    // What the operations of one stream do together: peer bytes read from
+    // peers (over link_us of peer links), local bytes of device memory
+    // traffic, shared bytes written into memory a peer has read; active:
+    // ranks of the node working at once (0: all).
+    struct Work {
+        double link_us = 0, local = 0, peer = 0, shared = 0, active = 0;
+    };
+    double operations(double k, const LinkCost& op, const Work& w) const {
+        const double active = w.active > 0 ? w.active : L_;
+        const double fixed = cpu(op.latency_us + (w.peer > 0 ? p_.peer.latency_us : 0), active);
+        double data = p_.peer_local_memory ? us(w.local + w.peer, rate(op, active))
+                                           : std::max(w.link_us, us(w.local, rate(op, active)));
+        if (p_.shared_write_GBps > 0)
+            data += cached_ * us(w.shared, p_.shared_write_GBps) * share(active);
+        return stream(k, fixed, data);
+    }
+    // k copies (reductions) on a rank's stream.
+    double copies(double k, double link_us, double local_bytes, double peer_bytes,
+                  double shared_bytes = 0, double active = 0) const {
+        return operations(k, p_.device_copy,
+                          {link_us, local_bytes, peer_bytes, shared_bytes, active});
+    }
+    double reductions(double k, double link_us, double local_bytes, double peer_bytes,
+                      double shared_bytes = 0, double active = 0) const {
+        return operations(k, p_.device_reduce,
+                          {link_us, local_bytes, peer_bytes, shared_bytes, active});
+    }
+    double overhead() const { return cpu(p_.call_overhead_us); }
+    // One handshake between ranks of the node.
+    double handshake() const {
+        return oversubscribed() && p_.oversubscribed_sync_us > 0 ? p_.oversubscribed_sync_us
+                                                                 : p_.sync_us;
+    }
+    double sync(int k) const { return k * handshake(); }
     // A wait for node-mates: none when the node has one rank.
-    double mate_sync() const { return L_ > 1 ? p_.sync_us : 0; }
+    double mate_sync() const { return L_ > 1 ? handshake() : 0; }
 
     // --- between nodes
     // Ranks of a node that drive one NIC at once when every local rank
@@ -114,6 +184,8 @@ private:
     gpucoll_coll_t coll_;
     double S_;
     int L_, N_;
+    double ws_;      // working set of the node (bytes)
+    double cached_;  // share of the traffic in cache
 };
 
 // --------------------------------------------------------------- one node
@@ -123,8 +195,8 @@ private:
 Estimate Model::one_shot() const {
     const int n = L_;
     Estimate e;
-    e.us = p_.call_overhead_us + copies(1, 0, 2 * S_, false) + sync(1) +
-           reductions(1, spread(n, (n - 1) * S_), 2 * S_, true);
+    e.us = overhead() + copies(1, 0, 2 * S_, 0, S_) + sync(1) +
+           reductions(1, spread(n, (n - 1) * S_), 2 * S_, (n - 1) * S_);
     e.syncs = 1;
     e.recv = (n - 1) * S_;
     return e;
@@ -138,8 +210,9 @@ Estimate Model::two_shot() const {
     const int n = L_;
     const double b = S_ / n, k = chunks(b, p_.chunk_bytes);
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + reductions(k, spread(n, (n - 1) * b), 2 * b, true) +
-           sync(1) + copies((n - 1) * k, spread(n, (n - 1) * b), (n - 1) * b, true) + sync(1);
+    e.us = overhead() + sync(1) + reductions(k, spread(n, (n - 1) * b), 2 * b, (n - 1) * b, b) +
+           sync(1) + copies((n - 1) * k, spread(n, (n - 1) * b), (n - 1) * b, (n - 1) * b) +
+           sync(1);
     e.syncs = 3;
     e.recv = 2 * (n - 1) * b;
     return e;
@@ -153,8 +226,9 @@ Estimate Model::allreduce_ring() const {
     const int n = L_;
     const double b = S_ / n;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + (n - 1) * reductions(1, neighbour(n, b), 2 * b, true) +
-           sync(n - 2) + (n - 1) * (sync(1) + copies(1, neighbour(n, b), b, true)) + sync(1);
+    e.us = overhead() + sync(1) + (n - 1) * reductions(1, neighbour(n, b), 2 * b, b, b) +
+           sync(n - 2) +
+           (n - 1) * (sync(1) + copies(1, neighbour(n, b), b, b, b * (n - 2) / (n - 1))) + sync(1);
     e.syncs = 2 * n - 1;
     e.recv = 2 * (n - 1) * b;
     return e;
@@ -166,8 +240,8 @@ Estimate Model::reduce_scatter_direct() const {
     const int n = L_;
     const double b = S_ / n;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + reductions(1, spread(n, (n - 1) * b), 2 * b, true) +
-           sync(1);
+    e.us =
+        overhead() + sync(1) + reductions(1, spread(n, (n - 1) * b), 2 * b, (n - 1) * b) + sync(1);
     e.syncs = 2;
     e.recv = (n - 1) * b;
     return e;
@@ -179,8 +253,9 @@ Estimate Model::reduce_scatter_ring() const {
     const int n = L_;
     const double b = S_ / n;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + (n - 1) * reductions(1, neighbour(n, b), 2 * b, true) +
-           sync(n - 2) + sync(1);
+    e.us = overhead() + sync(1) +
+           (n - 1) * reductions(1, neighbour(n, b), 2 * b, b, b * (n - 2) / (n - 1)) + sync(n - 2) +
+           sync(1);
     e.syncs = n;
     e.recv = (n - 1) * b;
     return e;
@@ -191,7 +266,7 @@ Estimate Model::reduce_scatter_ring() const {
 Estimate Model::reduce_direct() const {
     const int n = L_;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + reductions(1, fan(n, S_), 2 * S_, true) + sync(1);
+    e.us = overhead() + sync(1) + reductions(1, fan(n, S_), 2 * S_, (n - 1) * S_, 0, 1) + sync(1);
     e.syncs = 2;
     e.recv = (n - 1) * S_;
     return e;
@@ -204,8 +279,8 @@ Estimate Model::allgather_direct() const {
     const int n = L_;
     const double b = S_ / n;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + copies(1, 0, 2 * b, false) +
-           copies(n - 1, (n - 1) * fan(n, b), (n - 1) * b, true) + sync(1);
+    e.us = overhead() + sync(1) + copies(1, 0, 2 * b, 0) +
+           copies(n - 1, (n - 1) * fan(n, b), (n - 1) * b, (n - 1) * b) + sync(1);
     e.syncs = 2;
     e.recv = (n - 1) * b;
     return e;
@@ -217,8 +292,9 @@ Estimate Model::allgather_ring() const {
     const int n = L_;
     const double b = S_ / n;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + copies(1, 0, 2 * b, false) +
-           (n - 1) * copies(1, neighbour(n, b), b, true) + sync(n - 2) + sync(1);
+    e.us = overhead() + sync(1) + copies(1, 0, 2 * b, 0) +
+           (n - 1) * copies(1, neighbour(n, b), b, b, b * (n - 2) / (n - 1)) + sync(n - 2) +
+           sync(1);
     e.syncs = n;
     e.recv = (n - 1) * b;
     return e;
@@ -229,7 +305,7 @@ Estimate Model::allgather_ring() const {
 Estimate Model::bcast_direct() const {
     const int n = L_;
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + copies(1, fan(n, S_), S_, true) + sync(1);
+    e.us = overhead() + sync(1) + copies(1, fan(n, S_), S_, S_, 0, n - 1) + sync(1);
     e.syncs = 2;
     e.recv = S_;
     return e;
@@ -242,12 +318,16 @@ Estimate Model::bcast_direct() const {
 Estimate Model::bcast_chain() const {
     const int n = L_;
     const double c = std::max(p_.chunk_bytes, 4096.0), k = chunks(S_, c);
-    auto stage = [&](double x) { return sync(1) + copies(1, neighbour(n, x), x, true); };
+    // Stages in flight at once: the chunks, at most one per link.
+    const double active = std::max(1.0, std::min(k, n - 1.0));
+    auto stage = [&](double x) {
+        return sync(1) + copies(1, neighbour(n, x), x, x, n > 2 ? x : 0, active);
+    };
     const double last = S_ - (k - 1) * c;
     const double pipeline =
         k <= 0 ? 0 : (k - 1) * stage(c) + stage(last) + (n - 2) * stage(k > 1 ? c : last);
     Estimate e;
-    e.us = p_.call_overhead_us + sync(1) + pipeline + sync(1);
+    e.us = overhead() + sync(1) + pipeline + sync(1);
     e.syncs = static_cast<int>(k) + n;  // agreement, k + n - 2 stages, the end
     e.recv = S_;
     return e;
@@ -267,14 +347,13 @@ double Model::transfer(double send, double recv, bool reduce, double share) cons
     const double c = p_.inter_chunk_bytes;
     double work = 0, fill = 0;
     if (p_.inter_via_host) {
-        work = chunks(send, c) * p_.d2h.latency_us + us(send, p_.d2h.bandwidth_GBps) +
-               chunks(recv, c) * p_.h2d.latency_us + us(recv, p_.h2d.bandwidth_GBps);
-        fill = us(std::min(c, send), p_.d2h.bandwidth_GBps) +
-               us(std::min(c, recv), p_.h2d.bandwidth_GBps);
+        work = chunks(send, c) * cpu(p_.d2h.latency_us) + us(send, rate(p_.d2h)) +
+               chunks(recv, c) * cpu(p_.h2d.latency_us) + us(recv, rate(p_.h2d));
+        fill = us(std::min(c, send), rate(p_.d2h)) + us(std::min(c, recv), rate(p_.h2d));
     } else if (reduce) {
-        work = chunks(recv, c) * p_.device_reduce.latency_us +
-               us(3 * recv, p_.device_reduce.bandwidth_GBps);
-        fill = us(3 * std::min(c, recv), p_.device_reduce.bandwidth_GBps);
+        work = chunks(recv, c) * cpu(p_.device_reduce.latency_us) +
+               us(3 * recv, rate(p_.device_reduce));
+        fill = us(3 * std::min(c, recv), rate(p_.device_reduce));
     }
     return p_.nic.latency_us + std::max(net, work) + fill;
 }
@@ -288,7 +367,7 @@ Estimate Model::group_allreduce(double bytes, double share) const {
     if (N < 2 || bytes <= 0) return e;
     if (bytes <= p_.inter_direct_max_bytes) {
         e.us = transfer((N - 1) * bytes, (N - 1) * bytes, false, share) +
-               copies(1, 0, 2 * bytes, false) + reductions(1, 0, (N + 1) * bytes, false);
+               copies(1, 0, 2 * bytes, 0) + reductions(1, 0, (N + 1) * bytes, 0);
         e.recv = (N - 1) * bytes;
         return e;
     }
@@ -306,9 +385,9 @@ Estimate Model::allreduce_hier() const {
     const double b = S_ / L;
     const Estimate inter = group_allreduce(b, rail_share());
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() +
-           reductions(1, spread(L, (L - 1) * b), 2 * b, L > 1) + inter.us + mate_sync() +
-           copies(L - 1, spread(L, (L - 1) * b), (L - 1) * b, true) + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() +
+           reductions(1, spread(L, (L - 1) * b), 2 * b, (L - 1) * b) + inter.us + mate_sync() +
+           copies(L - 1, spread(L, (L - 1) * b), (L - 1) * b, (L - 1) * b) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = 2 * (L - 1) * b + inter.recv;
     return e;
@@ -321,9 +400,8 @@ Estimate Model::allreduce_leader() const {
     const int L = L_;
     const Estimate inter = group_allreduce(S_, 1);
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() +
-           reductions(1, fan(L, S_), 2 * S_, L > 1) + inter.us + mate_sync() +
-           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() + reductions(1, fan(L, S_), 2 * S_, (L - 1) * S_) +
+           inter.us + mate_sync() + (L > 1 ? copies(1, fan(L, S_), S_, S_) : 0) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = std::max((L - 1) * S_ + inter.recv, L > 1 ? S_ : 0);
     return e;
@@ -335,9 +413,8 @@ Estimate Model::allreduce_leader() const {
 Estimate Model::bcast_hier() const {
     const int L = L_;
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() +
-           log2_ceil(N_) * transfer(S_, S_, false, 1) + mate_sync() +
-           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() + log2_ceil(N_) * transfer(S_, S_, false, 1) +
+           mate_sync() + (L > 1 ? copies(1, fan(L, S_), S_, S_) : 0) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = S_;
     return e;
@@ -350,10 +427,10 @@ Estimate Model::allgather_leader() const {
     const int L = L_, N = N_;
     const double blk = S_ / (static_cast<double>(N) * L), part = S_ / N;
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() + copies(1, 0, 2 * blk, false) +
-           copies(L - 1, fan(L, blk), (L - 1) * blk, true) +
+    e.us = overhead() + mate_sync() + verdict() + copies(1, 0, 2 * blk, 0) +
+           copies(L - 1, fan(L, blk), (L - 1) * blk, (L - 1) * blk) +
            transfer((N - 1) * part, (N - 1) * part, false, 1) + mate_sync() +
-           (L > 1 ? copies(1, fan(L, S_), S_, true) : 0) + mate_sync();
+           (L > 1 ? copies(1, fan(L, S_), S_, S_) : 0) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = std::max((L - 1) * blk + (N - 1) * part, L > 1 ? S_ : 0);
     return e;
@@ -365,8 +442,8 @@ Estimate Model::reduce_leader() const {
     const int L = L_;
     const Estimate inter = group_allreduce(S_, 1);
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() +
-           reductions(1, fan(L, S_), 2 * S_, L > 1) + inter.us + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() + reductions(1, fan(L, S_), 2 * S_, (L - 1) * S_) +
+           inter.us + mate_sync();
     e.syncs = L > 1 ? 2 : 0;
     e.recv = (L - 1) * S_ + inter.recv;
     return e;
@@ -380,11 +457,10 @@ Estimate Model::reduce_scatter_leader() const {
     const int L = L_, N = N_;
     const double part = S_ / N, blk = part / L;
     Estimate e;
-    e.us = p_.call_overhead_us + mate_sync() + verdict() +
-           reductions(1, fan(L, S_), 2 * S_, L > 1) +
-           transfer((N - 1) * part, (N - 1) * part, false, 1) + copies(1, 0, 2 * part, false) +
-           reductions(1, 0, (N + 1) * part, false) + mate_sync() +
-           (L > 1 ? copies(1, fan(L, blk), blk, true) : 0) + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() + reductions(1, fan(L, S_), 2 * S_, (L - 1) * S_) +
+           transfer((N - 1) * part, (N - 1) * part, false, 1) + copies(1, 0, 2 * part, 0) +
+           reductions(1, 0, (N + 1) * part, 0) + mate_sync() +
+           (L > 1 ? copies(1, fan(L, blk), blk, blk) : 0) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = (L - 1) * S_ + (N - 1) * part;
     return e;
@@ -395,8 +471,10 @@ Estimate Model::reduce_scatter_leader() const {
 // coll/coll_gpucoll_staged.c: copy what the call reads to pinned host
 // memory, run Open MPI's host algorithm, copy what it writes back. The host
 // algorithm is assumed to move the lower bound (bandwidth-optimal for large
-// messages) in ceil(log2 p) steps (twice that for allreduce). Between nodes
-// a staged call is agreed too (NodeComm::decline_between_nodes): one verdict.
+// messages) in ceil(log2 p) steps (twice that for allreduce); on one node,
+// when the collective's own host algorithm was measured (host_algorithm), its
+// rate replaces the generic copy and reduction terms. Between nodes a staged
+// call is agreed too (NodeComm::decline_between_nodes): one verdict.
 Estimate Model::staged() const {
     const int P = L_ * N_;
     double in = S_, out = S_;
@@ -405,18 +483,23 @@ Estimate Model::staged() const {
         out = S_ / P;
     const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), P);
     const double steps = log2_ceil(P) * (coll_ == GPUCOLL_COLL_ALLREDUCE ? 2 : 1);
-    double step_us = p_.host_copy.latency_us, bw = p_.host_copy.bandwidth_GBps;
-    if (N_ > 1) {
-        step_us = std::max(step_us, p_.nic.latency_us);
-        bw = std::min(bw, p_.nic.bandwidth_GBps / rail_share());
+    const LinkCost& measured = p_.host_algorithm[static_cast<size_t>(coll_)];
+    double host = 0;
+    if (N_ == 1 && measured.bandwidth_GBps > 0) {  // this collective's host algorithm, measured
+        host = steps * cpu(measured.latency_us) + us(lb, rate(measured));
+    } else {
+        double step_us = cpu(p_.host_copy.latency_us), bw = rate(p_.host_copy);
+        if (N_ > 1) {
+            step_us = std::max(step_us, p_.nic.latency_us);
+            bw = std::min(bw, p_.nic.bandwidth_GBps / rail_share());
+        }
+        const double reduced = reduces(coll_) ? 3.0 * (P - 1) / P * S_ : 0;
+        host = steps * step_us + us(lb, bw) + (reduced > 0 ? cpu(p_.host_reduce.latency_us) : 0) +
+               us(reduced, rate(p_.host_reduce));
     }
-    const double reduced = reduces(coll_) ? 3.0 * (P - 1) / P * S_ : 0;
-    const double host = steps * step_us + us(lb, bw) +
-                        (reduced > 0 ? p_.host_reduce.latency_us : 0) +
-                        us(reduced, p_.host_reduce.bandwidth_GBps);
     Estimate e;
-    e.us = (N_ > 1 ? verdict() : 0) + p_.d2h.latency_us + us(in, p_.d2h.bandwidth_GBps) + host +
-           p_.h2d.latency_us + us(out, p_.h2d.bandwidth_GBps);
+    e.us = (N_ > 1 ? verdict() : 0) + cpu(p_.d2h.latency_us) + us(in, rate(p_.d2h)) + host +
+           cpu(p_.h2d.latency_us) + us(out, rate(p_.h2d));
     e.syncs = static_cast<int>(steps);
     e.recv = lb;
     return e;
@@ -425,7 +508,7 @@ Estimate Model::staged() const {
 // A communicator of one rank: a local copy of the result (bcast: nothing).
 Estimate Model::single_rank() const {
     Estimate e;
-    e.us = p_.call_overhead_us + (coll_ == GPUCOLL_COLL_BCAST ? 0 : copies(1, 0, 2 * S_, false));
+    e.us = overhead() + (coll_ == GPUCOLL_COLL_BCAST ? 0 : copies(1, 0, 2 * S_, 0));
     return e;
 }
 
@@ -566,7 +649,7 @@ ModelParams emu() {
 
 // --------------------------------------------------------------- params file
 
-enum class Kind { Text, Latency, Rate, Count, Flag, Size, Limit };
+enum class Kind { Text, Latency, Rate, OptionalRate, Count, OptionalCount, Flag, Size, Limit };
 
 struct Binding {
     std::string key;
@@ -578,7 +661,9 @@ struct Binding {
     std::string* text = nullptr;
 };
 
-void bind_link(std::vector<Binding>* v, const char* name, LinkCost* l, const char* help) {
+// cached: the link has a rate in cache too (operations on memory).
+void bind_link(std::vector<Binding>* v, const char* name, LinkCost* l, const char* help,
+               bool cached = false) {
     v->push_back({.key = std::string(name) + ".latency_us",
                   .kind = Kind::Latency,
                   .help = help,
@@ -587,6 +672,11 @@ void bind_link(std::vector<Binding>* v, const char* name, LinkCost* l, const cha
                   .kind = Kind::Rate,
                   .help = nullptr,
                   .number = &l->bandwidth_GBps});
+    if (cached)
+        v->push_back({.key = std::string(name) + ".cached_GBps",
+                      .kind = Kind::OptionalRate,
+                      .help = nullptr,
+                      .number = &l->cached_GBps});
 }
 
 // Every key of the file, in the order format_params writes them.
@@ -618,14 +708,66 @@ std::vector<Binding> bindings(ModelParams& p) {
                          "traffic between switches",
                  .number = &p.switch_uplink_GBps});
     bind_link(&v, "device_copy", &p.device_copy,
-              "one copy on a rank's stream: fixed cost; device memory traffic (read + write)");
+              "one copy on a rank's stream: fixed cost; device memory traffic (read + write); "
+              "cached: the traffic rate while the working set fits in cache_bytes (0: none)",
+              true);
     bind_link(&v, "device_reduce", &p.device_reduce,
-              "one reduction kernel: fixed cost; device memory traffic (sources + result)");
-    bind_link(&v, "d2h", &p.d2h, "device to pinned host copy, per GPU, all GPUs copying at once");
-    bind_link(&v, "h2d", &p.h2d, "pinned host to device copy, per GPU, all GPUs copying at once");
+              "one reduction kernel: fixed cost; device memory traffic (sources + result)", true);
+    v.push_back({.key = "peer_local_memory",
+                 .kind = Kind::Flag,
+                 .help = "1: peers' memory is the device's own memory, read by the same engine "
+                         "(emu): peer bytes are traffic of the operation at its rate; 0: a link",
+                 .flag = &p.peer_local_memory});
+    v.push_back({.key = "cache_bytes",
+                 .kind = Kind::Limit,
+                 .help = "cache the operations of a node's ranks share; a call whose working set "
+                         "is W moves min(1, cache/W) of its traffic at the cached rates (0: none)",
+                 .number = &p.cache_bytes});
+    v.push_back({.key = "shared_cores",
+                 .kind = Kind::OptionalCount,
+                 .help = "cores the device work of a node's ranks shares (emu); L ranks take "
+                         "max(1, L/cores) times as long for all CPU work (0: no sharing)",
+                 .count = &p.shared_cores});
+    v.push_back({.key = "oversubscribed_sync_us",
+                 .kind = Kind::Latency,
+                 .help = "one handshake when the node's ranks outnumber shared_cores (the waiter "
+                         "yields until its peer gets a core; 0: sync_us)",
+                 .number = &p.oversubscribed_sync_us});
+    v.push_back({.key = "shared_write_GBps",
+                 .kind = Kind::OptionalRate,
+                 .help = "extra cost of writing memory a peer has read (its cached copies "
+                         "invalidated), bytes per second, for the cached share (0: free)",
+                 .number = &p.shared_write_GBps});
+    bind_link(&v, "d2h", &p.d2h, "device to pinned host copy, per GPU, all GPUs copying at once",
+              true);
+    bind_link(&v, "h2d", &p.h2d, "pinned host to device copy, per GPU, all GPUs copying at once",
+              true);
     bind_link(&v, "host_copy", &p.host_copy,
-              "Open MPI's host algorithm inside a node: one step; bytes per rank (shared memory)");
-    bind_link(&v, "host_reduce", &p.host_reduce, "host reduction: fixed cost; memory traffic");
+              "Open MPI's host algorithm inside a node: one step; bytes per rank (shared memory)",
+              true);
+    bind_link(&v, "host_reduce", &p.host_reduce, "host reduction: fixed cost; memory traffic",
+              true);
+    static const char* const kHostColls[] = {
+        "allreduce", "bcast", "allgather", "reduce_scatter", "reduce_scatter_block", "reduce"};
+    for (size_t c = 0; c < p.host_algorithm.size(); ++c) {
+        LinkCost& l = p.host_algorithm[c];
+        const std::string name = std::string("host.") + kHostColls[c];
+        v.push_back({.key = name + ".latency_us",
+                     .kind = Kind::Latency,
+                     .help = c == 0 ? "Open MPI's host algorithm of one collective on one node, "
+                                      "measured: one step; lower-bound bytes per second beyond "
+                                      "and in cache (bandwidth 0: host_copy and host_reduce)"
+                                    : nullptr,
+                     .number = &l.latency_us});
+        v.push_back({.key = name + ".bandwidth_GBps",
+                     .kind = Kind::OptionalRate,
+                     .help = nullptr,
+                     .number = &l.bandwidth_GBps});
+        v.push_back({.key = name + ".cached_GBps",
+                     .kind = Kind::OptionalRate,
+                     .help = nullptr,
+                     .number = &l.cached_GBps});
+    }
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
                  .kind = Kind::Count,
@@ -677,9 +819,17 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
             ok = number && v > 0;
             *why = "a bandwidth in GB/s > 0";
             break;
+        case Kind::OptionalRate:
+            ok = number && v >= 0;
+            *why = "a bandwidth in GB/s >= 0 (0: none)";
+            break;
         case Kind::Count:
             ok = whole && v >= 1 && v <= 1e6;
             *why = "a whole number >= 1";
+            break;
+        case Kind::OptionalCount:
+            ok = whole && v >= 0 && v <= 1e6;
+            *why = "a whole number >= 0";
             break;
         case Kind::Flag:
             ok = whole && (v == 0 || v == 1);
@@ -708,6 +858,7 @@ std::string format_value(const Binding& f) {
         case Kind::Text:
             return *f.text;
         case Kind::Count:
+        case Kind::OptionalCount:
             return std::to_string(*f.count);
         case Kind::Flag:
             return *f.flag ? "1" : "0";
@@ -766,7 +917,7 @@ Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, 
     if (!modelled(coll) || shape.ranks_per_node < 1 || shape.nodes < 1 ||
         !in_table(coll, algo, shape.nodes == 1))
         return out;
-    const Model model(params, coll, static_cast<double>(bytes), shape);
+    const Model model(params, coll, algo, static_cast<double>(bytes), shape);
     const int ranks = shape.ranks_per_node * shape.nodes;
     const Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
                                                                  : estimate(model, coll, algo);

@@ -8,6 +8,7 @@
 // where it reduces, how it chunks), not what the textbook algorithm does.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ namespace gpucoll::topo {
 struct LinkCost {
     double latency_us = 0;
     double bandwidth_GBps = 1;
+    // The rate while the call's working set fits in the node's cache
+    // (ModelParams::cache_bytes); 0: bandwidth_GBps at every size. Used by
+    // the device, staging and host operations, not by links.
+    double cached_GBps = 0;
 };
 
 struct ModelParams {
@@ -41,6 +46,36 @@ struct ModelParams {
     // second, as perf/gpucoll_kernel_bench reports it.
     LinkCost device_copy;
     LinkCost device_reduce;
+    // The device's memory is the memory its peers read too, through the same
+    // engine (emu: CPU copies in shared host memory): bytes read from a peer
+    // are memory traffic of the operation at its own rate, one after the
+    // other with the local traffic; the peer link's bandwidth and pattern
+    // (switches, fans) play no part, its latency still does. false (GPUs):
+    // an operation runs at the slower of its link and its local memory.
+    bool peer_local_memory = false;
+    // Bytes of cache the operations of a node's ranks share (emu: the CPU's
+    // last-level cache; GPUs: 0, no cache term). A call whose working set
+    // (what all ranks of the node touch) is W moves min(1, cache/W) of its
+    // traffic at the cached rates (LinkCost::cached_GBps), the rest at the
+    // memory rates (bandwidth_GBps).
+    double cache_bytes = 0;
+    // Cores the device work of a node's ranks shares (emu: the machine's
+    // cores); 0: every rank's device works on its own. When a ranks of the
+    // node work at once on c cores, their copies, reductions, staging, host
+    // algorithm and call overhead take max(1, a/c) times as long (time
+    // slicing); a is the node's rank count except where an algorithm keeps
+    // ranks idle (reduce direct: the root alone; bcast direct: the
+    // non-roots; bcast chain: the stages in flight). Rates and fixed costs
+    // are those measured with all c cores busy. Not applied to the network.
+    int shared_cores = 0;
+    // One handshake when the node's ranks outnumber shared_cores: the waiter
+    // spins and yields until the rank it waits for gets a core (a context
+    // switch or more); used instead of sync_us then. 0: sync_us.
+    double oversubscribed_sync_us = 0;
+    // Writing memory that a peer has read (emu: the other core's cached
+    // copies are invalidated line by line) costs these extra bytes per
+    // second, for the share of the traffic in cache (cache_bytes). 0: free.
+    double shared_write_GBps = 0;
     // Staging: device <-> pinned host copies, per GPU while every GPU of the
     // node copies at once.
     LinkCost d2h;
@@ -50,6 +85,13 @@ struct ModelParams {
     // (host_reduce: memory traffic).
     LinkCost host_copy;
     LinkCost host_reduce;
+    // Open MPI's host algorithm of one collective on one node, measured
+    // (indexed by gpucoll_coll_t, allreduce to reduce): one step, and the
+    // lower bound's bytes per second in cache (cached_GBps) and beyond,
+    // reductions included; its choice of algorithm is its own (it may move
+    // far more than the bound). bandwidth_GBps 0: host_copy and host_reduce.
+    std::array<LinkCost, 6> host_algorithm = {
+        {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}};
     // Between nodes: one NIC, per direction; latency_us: one transfer round
     // through UCX (post, match, complete).
     LinkCost nic;

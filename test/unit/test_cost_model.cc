@@ -352,6 +352,151 @@ TEST(Predict, PinnedPoints) {
     }
 }
 
+// ---------------------------------------------------------------- emulated device
+
+// The terms for a device that is the host's CPU (emu) are off in the GPU
+// presets: their predictions (pinned above) do not change.
+TEST(EmuTerms, OffInTheGpuPresets) {
+    for (const char* name : {"h100-nvswitch", "pcie4-workstation", "emu"}) {
+        const ModelParams p = params(name);
+        EXPECT_FALSE(p.peer_local_memory) << name;
+        EXPECT_EQ(p.cache_bytes, 0) << name;
+        EXPECT_EQ(p.shared_cores, 0) << name;
+        EXPECT_EQ(p.oversubscribed_sync_us, 0) << name;
+        EXPECT_EQ(p.shared_write_GBps, 0) << name;
+        for (const auto& h : p.host_algorithm) EXPECT_EQ(h.bandwidth_GBps, 0) << name;
+        EXPECT_EQ(p.device_copy.cached_GBps, 0) << name;
+    }
+}
+
+// A CPU-like device: peers' memory is the same memory, a cache, two cores.
+ModelParams cpu_device() {
+    ModelParams p = params("emu");
+    p.peer_local_memory = true;
+    p.peer.latency_us = 0;
+    p.device_copy = {0.1, 15, 80};
+    p.device_reduce = {0.3, 15, 40};
+    p.cache_bytes = 16.0 * MiB;
+    p.shared_cores = 2;
+    p.sync_us = 0.5;
+    p.call_overhead_us = 0.5;
+    return p;
+}
+
+// Peer bytes are traffic of the operation, added to its local traffic, at
+// the rate of the working set: in cache, beyond it (harmonic mix of the
+// share that fits), divided among the active ranks sharing the cores.
+TEST(EmuTerms, CacheAndSharedCores) {
+    const ModelParams p = cpu_device();
+    auto us = [](double bytes, double GBps) { return bytes / (GBps * 1e3); };
+    auto mixed = [&](double ws, double cached, double memory) {
+        const double f = ws <= p.cache_bytes ? 1 : p.cache_bytes / ws;
+        return 1 / (f / cached + (1 - f) / memory);
+    };
+    // bcast direct, 2 ranks: the non-root copies S from the root (S read, S
+    // written); the node's working set is one buffer per rank.
+    for (double S : {256.0 * KiB, 64.0 * MiB}) {
+        const double bw = mixed(2 * S, 80, 15);
+        const double want = 0.5 + 0.5 + 0.1 + us(2 * S, bw) + 0.5;
+        EXPECT_DOUBLE_EQ(
+            predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, static_cast<size_t>(S), {2, 1}, p)
+                .time_us,
+            want)
+            << S;
+    }
+    // 4 ranks on 2 cores: all work at once in two_shot (twice as long),
+    // the root alone in reduce direct (its own core).
+    const double S = 64.0 * MiB, b = S / 4;
+    const double ws2 = 4 * 2 * S;  // inputs and outputs
+    const double two = 2 * 0.5 + 3 * 0.5 + 2 * (0.3 + us(2 * b + 3 * b, mixed(ws2, 40, 15))) +
+                       2 * (0.1 + std::max((3 * 16 - 1) * 0.1, us(6 * b, mixed(ws2, 80, 15))));
+    EXPECT_DOUBLE_EQ(
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, 64 * MiB, {4, 1}, p).time_us, two);
+    const double wsr = 4 * S + S;  // inputs and the root's output
+    const double red = 2 * 0.5 + 2 * 0.5 + 0.3 + us(2 * S + 3 * S, mixed(wsr, 40, 15));
+    EXPECT_DOUBLE_EQ(predict(GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, 64 * MiB, {4, 1}, p).time_us,
+                     red);
+    // Without sharing, 4 ranks are no slower per byte than 2.
+    ModelParams own = p;
+    own.shared_cores = 0;
+    EXPECT_LT(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, 64 * MiB, {4, 1}, own).time_us,
+              two);
+}
+
+// Ranks outnumbering cores: every handshake costs oversubscribed_sync_us.
+TEST(EmuTerms, OversubscribedHandshakes) {
+    ModelParams p = cpu_device();
+    for (int n : {2, 3, 4}) {
+        const double before =
+            predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, MiB, {n, 1}, p).time_us;
+        p.oversubscribed_sync_us = 10;
+        const Prediction after = predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, MiB, {n, 1}, p);
+        p.oversubscribed_sync_us = 0;
+        const double want = n > 2 ? before + after.syncs * (10 - 0.5) : before;
+        EXPECT_NEAR(after.time_us, want, 1e-9 * want) << n;
+    }
+}
+
+// Writing memory a peer has read: extra time for the cached share.
+TEST(EmuTerms, SharedWrites) {
+    ModelParams p = cpu_device();
+    const double S = 256.0 * KiB;
+    const double before =
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, 256 * KiB, {2, 1}, p).time_us;
+    p.shared_write_GBps = 5;
+    const double after =
+        predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, 256 * KiB, {2, 1}, p).time_us;
+    EXPECT_DOUBLE_EQ(after - before, S / 5e3);  // the scratch copy, read by the peer
+}
+
+// A collective's own host algorithm, when measured, replaces the generic one
+// in the staged path on one node.
+TEST(EmuTerms, MeasuredHostAlgorithm) {
+    ModelParams p = params("emu");
+    const size_t S = 4 * MiB;
+    const double generic =
+        predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {4, 1}, p).time_us;
+    p.host_algorithm[GPUCOLL_COLL_BCAST] = {3, 2, 0};  // another collective: no change
+    EXPECT_EQ(predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {4, 1}, p).time_us, generic);
+    p.host_algorithm[GPUCOLL_COLL_ALLGATHER] = {3, 2, 0};
+    const double s = static_cast<double>(S);
+    const double want = 0.5 + s / 4 / 5e3 + 2 * 3 + 0.75 * s / 2e3 + 0.5 + s / 5e3;
+    EXPECT_DOUBLE_EQ(predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {4, 1}, p).time_us,
+                     want);
+    // Between nodes the generic host terms stay.
+    EXPECT_EQ(
+        predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {2, 2}, p).time_us,
+        predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {2, 2}, params("emu")).time_us);
+}
+
+// The committed calibration of the project VM (perf/emu-vm.params) loads,
+// names every key, and is monotone like the presets.
+TEST(EmuTerms, CalibratedFileLoads) {
+    const char* dirs[] = {"perf", "../perf", "../../perf"};
+    std::string path;
+    for (const char* d : dirs)
+        if (std::ifstream(std::string(d) + "/emu-vm.params"))
+            path = std::string(d) + "/emu-vm.params";
+    if (path.empty()) GTEST_SKIP() << "perf/emu-vm.params not found from here";
+    ModelParams p = params("h100-nvswitch");
+    std::string error;
+    ASSERT_TRUE(load_params(path, &p, &error)) << error;
+    EXPECT_EQ(p.name, "emu-vm");
+    EXPECT_TRUE(p.peer_local_memory);
+    EXPECT_GT(p.shared_cores, 0);
+    for (gpucoll_coll_t coll : kColls)
+        for (int a = GPUCOLL_ALGO_STAGED; a < GPUCOLL_ALGO_COUNT; ++a) {
+            double before = -1;
+            for (size_t s = 64 * KiB; s <= 64 * MiB; s *= 2) {
+                const Prediction r =
+                    predict(coll, static_cast<gpucoll_algorithm_t>(a), s, {4, 1}, p);
+                if (!r.applicable) break;
+                EXPECT_GE(r.time_us, before) << coll << " " << a << " " << s;
+                before = r.time_us;
+            }
+        }
+}
+
 // ---------------------------------------------------------------- params file
 
 TEST(Params, PresetsAreKnown) {
@@ -389,6 +534,12 @@ TEST(Params, RoundTripIsExactForAwkwardNumbers) {
     p.nic.latency_us = 1e-7;
     p.device_reduce.bandwidth_GBps = 123456.789;
     p.source = "measured: 2 runs, = signs and # kept";
+    p.cache_bytes = 23726566;
+    p.shared_cores = 2;
+    p.peer_local_memory = true;
+    p.oversubscribed_sync_us = 15.400934;
+    p.host_algorithm[GPUCOLL_COLL_REDUCE_SCATTER_BLOCK] = {0.291197, 0.451292, 1.0 / 7};
+    p.d2h.cached_GBps = 39.122824;
     ModelParams back;
     std::string error;
     ASSERT_TRUE(parse_params(format_params(p), "text", &back, &error)) << error;
@@ -397,6 +548,14 @@ TEST(Params, RoundTripIsExactForAwkwardNumbers) {
     EXPECT_EQ(back.nic.latency_us, 1e-7);
     EXPECT_EQ(back.device_reduce.bandwidth_GBps, 123456.789);
     EXPECT_EQ(back.source, p.source);
+    EXPECT_EQ(back.cache_bytes, 23726566);
+    EXPECT_EQ(back.shared_cores, 2);
+    EXPECT_TRUE(back.peer_local_memory);
+    EXPECT_EQ(back.oversubscribed_sync_us, 15.400934);
+    EXPECT_EQ(back.host_algorithm[GPUCOLL_COLL_REDUCE_SCATTER_BLOCK].cached_GBps, 1.0 / 7);
+    EXPECT_EQ(back.host_algorithm[GPUCOLL_COLL_REDUCE_SCATTER_BLOCK].latency_us, 0.291197);
+    EXPECT_EQ(back.d2h.cached_GBps, 39.122824);
+    EXPECT_EQ(format_params(back), format_params(p));
 }
 
 TEST(Params, PartialFileRefinesWhatItIsGiven) {
@@ -438,6 +597,12 @@ TEST(Params, ErrorsNameTheLine) {
          "f:1: 'inter_direct_max_bytes' wants a whole number of bytes >= 0, got '-5'"},
         {"sync_us = 1\n\nsync_us = 2\n", "f:3: 'sync_us' set twice (first on line 1)"},
         {"sync_us = inf\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got 'inf'"},
+        {"shared_cores = -1\n", "f:1: 'shared_cores' wants a whole number >= 0, got '-1'"},
+        {"device_copy.cached_GBps = -2\n",
+         "f:1: 'device_copy.cached_GBps' wants a bandwidth in GB/s >= 0 (0: none), got '-2'"},
+        {"host.bcast.bandwidth_GBps = x\n",
+         "f:1: 'host.bcast.bandwidth_GBps' wants a bandwidth in GB/s >= 0 (0: none), got 'x'"},
+        {"peer_local_memory = 2\n", "f:1: 'peer_local_memory' wants 0 or 1, got '2'"},
     };
     for (const Bad& b : bad) {
         ModelParams p = params("emu");

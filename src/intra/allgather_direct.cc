@@ -22,7 +22,10 @@ Status allgather_block(CallContext& ctx, int p, const char** out) {
 Status allgather_direct(CallContext& ctx) {
     const size_t block = ctx.call.count * ctx.elem;
     char* out = static_cast<char*>(ctx.call.recvbuf);
-    for (int p = 0; p < ctx.size; ++p) {
+    // Staggered: rank r reads r+1, r+2, ... so that the ranks do not all read
+    // the same peer at once (one GPU's link would serve n-1 readers).
+    for (int k = 0; k < ctx.size; ++k) {
+        const int p = (ctx.rank + k) % ctx.size;
         const char* src = nullptr;
         GPUCOLL_TRY(allgather_block(ctx, p, &src));
         GPUCOLL_TRY(ctx.copy(out + static_cast<size_t>(p) * block, src, block, p != ctx.rank));

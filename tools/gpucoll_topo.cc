@@ -184,51 +184,47 @@ int main(int argc, char** argv) {
     bool print_params = false;
     for (int i = 1; i < argc; ++i) {
         const char* a = argv[i];
-        auto value = [&](const char* opt) -> const char* {
-            if (i + 1 >= argc) return nullptr;
-            (void)opt;
-            return argv[++i];
-        };
+        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
         if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
             std::fputs(kHelp, stdout);
             return 0;
         } else if (!std::strcmp(a, "--json")) {
             json = true;
         } else if (!std::strcmp(a, "--xml")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr) return usage("--xml needs a file");
             sources.xml_file = v;
         } else if (!std::strcmp(a, "--nvlinks")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr) return usage("--nvlinks needs a file");
             sources.links_file = v;
         } else if (!std::strcmp(a, "--ranks")) {
-            const char* v = value(a);
+            const char* v = value();
             char* end = nullptr;
             ranks = v == nullptr ? 0 : std::strtol(v, &end, 10);
             if (v == nullptr || *end != '\0' || ranks < 1 || ranks > 4096)
                 return usage("--ranks needs a count of 1..4096");
         } else if (!std::strcmp(a, "--gpus")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr || !parse_list(v, &gpus))
                 return usage("--gpus needs a comma-separated list of GPU indices");
         } else if (!std::strcmp(a, "--model")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr) return usage("--model needs a preset or a params file");
             model = v;
         } else if (!std::strcmp(a, "--nodes") || !std::strcmp(a, "--ranks-per-node")) {
-            const char* v = value(a);
+            const char* v = value();
             char* end = nullptr;
             const long n = v == nullptr ? 0 : std::strtol(v, &end, 10);
             if (v == nullptr || *end != '\0' || n < 1 || n > 65536)
                 return usage((std::string(a) + " needs a count of 1..65536").c_str());
             (!std::strcmp(a, "--nodes") ? nodes : per_node) = n;
         } else if (!std::strcmp(a, "--coll")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr) return usage("--coll needs a collective");
             coll_name = v;
         } else if (!std::strcmp(a, "--sizes")) {
-            const char* v = value(a);
+            const char* v = value();
             if (v == nullptr || !parse_sizes(v, &lo, &hi))
                 return usage("--sizes needs MIN:MAX in bytes (suffixes K M G), MIN <= MAX");
         } else if (!std::strcmp(a, "--params")) {

@@ -577,9 +577,8 @@ Status NodeComm::describe_or_copy(const void* user, const PointerInfo& info, siz
     return describe_internal(copy, desc);
 }
 
-Status NodeComm::check_user_buffers(const gpucoll_call_t& call, PointerInfo* send_info,
-                                    PointerInfo* recv_info) const {
-    const BufferBytes bytes = bytes_of(call, rank_);
+Status NodeComm::check_user_buffers(const gpucoll_call_t& call, const BufferBytes& bytes,
+                                    PointerInfo* send_info, PointerInfo* recv_info) const {
     if (bytes.send != 0)
         GPUCOLL_TRY(check_device(device_, call.sendbuf, bytes.send, "send buffer", send_info));
     if (bytes.recv != 0)
@@ -602,7 +601,7 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     // now, once for the checks and the descriptors.
     const bool planned = plan != nullptr && plan->described;
     PointerInfo send_info, recv_info;
-    if (!planned) GPUCOLL_TRY(check_user_buffers(call, &send_info, &recv_info));
+    if (!planned) GPUCOLL_TRY(check_user_buffers(call, bytes, &send_info, &recv_info));
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
         GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, call_size_, elem)));
@@ -885,8 +884,8 @@ std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) 
     // else (a copy of unexportable memory, an error every rank must learn
     // of at each start) is left to each start.
     PointerInfo send_info, recv_info;
-    if (check_user_buffers(plan->call, &send_info, &recv_info) != kSuccess) return plan;
     const BufferBytes bytes = bytes_of(plan->call, rank_);
+    if (check_user_buffers(plan->call, bytes, &send_info, &recv_info) != kSuccess) return plan;
     if (bytes.send != 0 &&
         cache_->describe(device_, call.sendbuf, send_info, &plan->send) != kSuccess)
         return plan;

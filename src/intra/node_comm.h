@@ -266,8 +266,8 @@ private:
                    Prepared* out, const Plan* plan = nullptr);
     // The user's buffers checked (extent, device memory, reduction support)
     // and, where bytes.* asks, described for peers.
-    Status check_user_buffers(const gpucoll_call_t& call, PointerInfo* send_info,
-                              PointerInfo* recv_info) const;
+    Status check_user_buffers(const gpucoll_call_t& call, const BufferBytes& bytes,
+                              PointerInfo* send_info, PointerInfo* recv_info) const;
     // Describes user for peers; memory IPC cannot export is replaced by an
     // exportable copy (copy_in: with the user's contents).
     Status describe_or_copy(const void* user, const PointerInfo& info, size_t bytes, bool copy_in,

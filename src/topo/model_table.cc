@@ -1,6 +1,8 @@
 // model_table.cc - the cost model's selection table for a node communicator.
 #include "topo/model_table.h"
 
+#include <algorithm>
+#include <bit>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,9 +44,9 @@ uint64_t model_fingerprint(const ModelParams& params) {
 }
 
 int ModelTable::size_class(size_t bytes) {
-    int b = 0;
-    while (b < kClasses - 1 && (size_t{1} << b) < bytes) ++b;
-    return b;
+    // ceil(log2(bytes)): the smallest b with 2^b >= bytes (a lookup per call).
+    const int b = bytes <= 1 ? 0 : static_cast<int>(std::bit_width(bytes - 1));
+    return std::min(b, kClasses - 1);
 }
 
 void ModelTable::build(const ModelParams& params, int size, size_t scratch_slot_bytes) {

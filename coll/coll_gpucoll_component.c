@@ -192,7 +192,8 @@ static const gpucoll_param_t gpucoll_params[] = {
      "as the application stops polling (overlap). lazy: only after 10-20 ms without "
      "polling (little overlap, little CPU time; it keeps calls that ranks started on two "
      "communicators in different orders from waiting for each other). off: calls advance only "
-     "inside MPI calls (such programs can hang). auto: on where the machine has at least two "
+     "inside MPI calls (such programs can hang), and on communicators that span nodes they are "
+     "staged. auto: on where the machine has at least two "
      "cores per process of the job on it, else lazy (an eager thread on an oversubscribed "
      "2-core VM made small calls 1.2-4x slower). The thread never calls MPI.",
      MCA_BASE_VAR_TYPE_INT, gpucoll_progress_thread_values, OPAL_INFO_LVL_5,

@@ -199,8 +199,9 @@ void mca_coll_gpucoll_nonblocking_fini(void) {
  * ------------------------------------------------------------------------- */
 
 /* The core of m when nonblocking calls on comm go through it: created
- * already, one node, an intracommunicator, device memory not ruled out by an
- * info assertion, not MPI_THREAD_MULTIPLE. */
+ * already, an intracommunicator, on one node or with the progress thread
+ * (between nodes), device memory not ruled out by an info assertion, not
+ * MPI_THREAD_MULTIPLE. */
 gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
                                                   struct ompi_communicator_t* comm) {
     /* The core is created collectively (a blocking allgather) by the first
@@ -217,7 +218,7 @@ gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
      * are staged there (the thread level is part of the settings every rank
      * of the communicator agreed on, so the choice is the same everywhere). */
     if (NULL == core || GPUCOLL_ASSERT_HOST_ONLY == m->asserted_kinds ||
-        !gpucoll_comm_single_node(core) || mca_coll_gpucoll_component.thread_multiple)
+        !gpucoll_comm_nonblocking(core) || mca_coll_gpucoll_component.thread_multiple)
         return NULL;
     return core;
 }

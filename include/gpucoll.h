@@ -439,18 +439,21 @@ GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* 
  * calls for every collective call on the communicator. */
 GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
 
-/* Nonblocking calls (MPI_Iallreduce, MPI_Start of a persistent request) on
- * a communicator of one node. Calls of a rank end in the order they were
+/* Nonblocking calls (MPI_Iallreduce, MPI_Start of a persistent request).
+ * Calls of a rank end in the order they were
  * started, blocking ones included (gpucoll_comm_run and _decline first end
  * every call started before them). Nothing here waits for a peer: a call is
  * posted once every earlier call of this rank has ended, and run once every
  * rank's post is visible, inside gpucoll_pending_test / gpucoll_comm_progress,
  * or on the library's progress thread (gpucoll_comm_config_t.progress_thread)
- * while the application does something else. */
+ * while the application does something else. On a communicator that spans
+ * nodes, the nodes' verdicts on a call are exchanged there too, without
+ * waiting; such communicators need the progress thread (not 0). */
 typedef struct gpucoll_pending gpucoll_pending_t;
 /* Starts call (form: how the application made it, for the counters).
- * GPUCOLL_SUCCESS with *op; GPUCOLL_ERR_UNSUPPORTED on a communicator that
- * spans nodes (stage the call instead: the same answer on every rank). */
+ * GPUCOLL_SUCCESS with *op; GPUCOLL_ERR_UNSUPPORTED where
+ * gpucoll_comm_nonblocking says 0 (stage the call instead: the same answer
+ * on every rank). */
 GPUCOLL_EXPORT int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call,
                                       gpucoll_form_t form, gpucoll_pending_t** op);
 /* Persistent calls (MPI_Allreduce_init and the others): set up once, started
@@ -460,7 +463,8 @@ GPUCOLL_EXPORT int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t
  * be described once (memory IPC cannot export, host memory, a buffer that
  * does not fit its allocation) is still valid: each start then does that work
  * and gets the answer gpucoll_comm_start would. GPUCOLL_ERR_UNSUPPORTED on a
- * communicator that spans nodes (stage the call instead). The buffers must
+ * communicator that spans nodes (start each call with gpucoll_comm_start
+ * instead, where gpucoll_comm_nonblocking says 1). The buffers must
  * stay allocated while the plan lives (as MPI requires of persistent
  * requests). */
 typedef struct gpucoll_plan gpucoll_plan_t;
@@ -485,8 +489,12 @@ GPUCOLL_EXPORT int gpucoll_pending_done(const gpucoll_pending_t* op);
 GPUCOLL_EXPORT void gpucoll_pending_free(gpucoll_pending_t* op);
 /* Advances the queued calls of comm; 1 when none is left. */
 GPUCOLL_EXPORT int gpucoll_comm_progress(gpucoll_comm_t* comm);
-/* 1 when comm lives on one node (nonblocking calls can go through it). */
+/* 1 when comm lives on one node. */
 GPUCOLL_EXPORT int gpucoll_comm_single_node(const gpucoll_comm_t* comm);
+/* 1 when nonblocking and persistent calls can go through comm
+ * (gpucoll_comm_start): one node, or several with the progress thread not
+ * off (the same answer on every rank configured alike). */
+GPUCOLL_EXPORT int gpucoll_comm_nonblocking(const gpucoll_comm_t* comm);
 
 /* Shuts the inter-node transport down (endpoints, worker): call once no
  * communicator is left, before the job's own network goes (the component

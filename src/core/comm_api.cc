@@ -199,9 +199,10 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
                        gpucoll_pending_t** op) {
     if (comm == nullptr || call == nullptr || op == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_start: NULL argument");
-    if (comm->node->hierarchy() != nullptr)
+    if (!gpucoll_comm_nonblocking(comm))
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
-                                  "nonblocking calls between nodes are staged");
+                                  "nonblocking calls between nodes without the progress thread "
+                                  "are staged");
     auto handle = std::make_unique<gpucoll_pending>();
     handle->comm = comm->node.get();
     std::lock_guard lock(comm->node->lock());
@@ -215,7 +216,8 @@ int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucol
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_create: NULL argument");
     if (comm->node->hierarchy() != nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
-                                  "persistent calls between nodes are staged");
+                                  "persistent calls between nodes are not planned: each start "
+                                  "sets up its call");
     auto handle = std::make_unique<gpucoll_plan>();
     std::lock_guard lock(comm->node->lock());
     handle->plan = comm->node->make_plan(*call);
@@ -243,9 +245,10 @@ int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
                                   "gpucoll_comm_start_decline: NULL argument");
-    if (comm->node->hierarchy() != nullptr)
+    if (!gpucoll_comm_nonblocking(comm))
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
-                                  "nonblocking calls between nodes are staged");
+                                  "nonblocking calls between nodes without the progress thread "
+                                  "are staged");
     std::lock_guard lock(comm->node->lock());
     comm->node->start_decline();
     return GPUCOLL_SUCCESS;
@@ -278,6 +281,15 @@ void gpucoll_pending_free(gpucoll_pending_t* op) { std::unique_ptr<gpucoll_pendi
 
 int gpucoll_comm_single_node(const gpucoll_comm_t* comm) {
     return comm != nullptr && comm->node->hierarchy() == nullptr ? 1 : 0;
+}
+
+int gpucoll_comm_nonblocking(const gpucoll_comm_t* comm) {
+    // Between nodes a declining rank's verdict goes out from the queue: a
+    // thread must advance it while the rank runs Open MPI's call.
+    return comm != nullptr &&
+                   (comm->node->hierarchy() == nullptr || comm->node->config().progress_thread != 0)
+               ? 1
+               : 0;
 }
 
 int gpucoll_comm_progress(gpucoll_comm_t* comm) {

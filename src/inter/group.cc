@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "device/reduce_ops.h"
+#include "intra/progress_agent.h"
 
 namespace gpucoll::inter {
 
@@ -77,6 +78,57 @@ Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_
             {p, static_cast<char*>(all) + static_cast<size_t>(p) * bytes, bytes, false, true});
     }
     return transfer(seq, step, host_sends_, host_recvs_, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
+}
+
+Status Group::post_host_exchange(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
+                                 void* all, std::vector<Request>* reqs) {
+    reqs->assign(2 * members_.size(), Request{});
+    for (int p = 0; p < size(); ++p) {  // receives first, so that sends find them
+        if (p == me_) continue;
+        Status s = transport_->recv(make_tag(comm_id_, seq, step, static_cast<uint32_t>(p)),
+                                    kTagMatchAll, static_cast<char*>(all) + p * bytes, bytes,
+                                    MemKind::Host, &(*reqs)[2 * p]);
+        if (s != kSuccess) {
+            cancel_requests(reqs);
+            return s;
+        }
+    }
+    for (int p = 0; p < size(); ++p) {
+        if (p == me_) continue;
+        Status s = transport_->send(members_[p], make_tag(comm_id_, seq, step, me_), mine, bytes,
+                                    MemKind::Host, &(*reqs)[2 * p + 1]);
+        if (s != kSuccess) {
+            cancel_requests(reqs);
+            return s;
+        }
+    }
+    return kSuccess;
+}
+
+Status Group::test_requests(uint64_t seq, std::vector<Request>* reqs, bool* done) {
+    *done = false;
+    transport_->progress();
+    bool all = true;
+    for (Request& r : *reqs) {
+        bool finished = false;
+        Status s = transport_->test(&r, &finished);
+        if (s != kSuccess) {
+            cancel_requests(reqs);
+            return s;
+        }
+        all = all && finished;
+    }
+    if (all) {
+        *done = true;
+        return kSuccess;
+    }
+    Status s = check_abort(seq);
+    if (s != kSuccess) cancel_requests(reqs);
+    return s;
+}
+
+void Group::cancel_requests(std::vector<Request>* reqs) {
+    for (Request& r : *reqs) transport_->cancel(&r);
 }
 
 Status Group::check_abort(uint64_t seq) {
@@ -242,7 +294,11 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
                                          "no answer from a rank on another node after %.0f s "
                                          "(unreachable over UCX? check UCX_TLS / UCX_NET_DEVICES)",
                                          timeout_s));
-            if (config_.progress != nullptr && spins % 64 == 63) config_.progress();
+            // The job's progress engine, never from a progress thread (they
+            // do not call MPI).
+            if (config_.progress != nullptr && spins % 64 == 63 &&
+                !intra::ProgressAgent::on_agent_thread())
+                config_.progress();
             // More processes than cores: after a short spin, sleep until the
             // network has news (or 1 ms, for the abort checks and the job's
             // progress).

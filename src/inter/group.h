@@ -80,6 +80,15 @@ public:
     // all[member * bytes] (all[me] untouched).
     Status exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
                          double timeout_s = 0);
+    // The nonblocking form of exchange_host, for calls in flight: posts the
+    // receives and sends into *reqs (kept by the caller, with mine and all,
+    // until test_requests says done or cancel_requests ends them).
+    Status post_host_exchange(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
+                              void* all, std::vector<Request>* reqs);
+    // Without waiting: *done once every request of reqs finished. Fails
+    // when a member or a node-mate failed call seq.
+    Status test_requests(uint64_t seq, std::vector<Request>* reqs, bool* done);
+    void cancel_requests(std::vector<Request>* reqs);
     // Tells every member that this rank failed call seq (best effort).
     void abort(uint64_t seq);
 

@@ -65,7 +65,8 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
         if (dev->current_device(&ordinal) == kSuccess) (void)dev->pci_bus_id(ordinal, &bus_id);
     }
     const std::string nic = intra::rail_net_device(config, bus_id, &rail_why);
-    const Status ts = Runtime::instance().transport(config.thread_multiple != 0, nic, &transport);
+    const Status ts = Runtime::instance().transport(
+        config.thread_multiple != 0 || config.progress_thread != 0, nic, &transport);
     const std::string why = ts == kSuccess ? "" : last_error();
     bool all_ok = false;
     GPUCOLL_TRY(bootstrap_agree(bs, ts == kSuccess, &all_ok));
@@ -168,16 +169,48 @@ Status Hierarchy::exchange(uint64_t seq, const Verdict& mine, Verdict* out) {
     std::vector<Verdict>& theirs = verdicts_;  // reused call after call
     theirs.resize(static_cast<size_t>(g->size()));
     GPUCOLL_TRY(g->exchange_host(seq, kVerdictStep, &mine, sizeof mine, theirs.data()));
-    for (int p = 0; p < g->size(); ++p) {
-        if (p == g->me()) continue;
+    return combine(*g, mine, theirs, out);
+}
+
+Status Hierarchy::start_exchange(uint64_t seq, const Verdict& mine, VerdictExchange* x) {
+    x->group = verdict_group();
+    x->mine = mine;
+    if (x->group == nullptr || x->group->size() == 1) return kSuccess;
+    x->theirs.assign(static_cast<size_t>(x->group->size()), Verdict{});
+    return x->group->post_host_exchange(seq, kVerdictStep, &x->mine, sizeof x->mine,
+                                        x->theirs.data(), &x->reqs);
+}
+
+Status Hierarchy::test_exchange(uint64_t seq, VerdictExchange* x, bool* done, Verdict* out) {
+    *done = false;
+    if (x->group == nullptr || x->group->size() == 1) {
+        *out = x->mine;
+        *done = true;
+        return kSuccess;
+    }
+    GPUCOLL_TRY(x->group->test_requests(seq, &x->reqs, done));
+    if (!*done) return kSuccess;
+    x->reqs.clear();
+    return combine(*x->group, x->mine, x->theirs, out);
+}
+
+VerdictExchange::~VerdictExchange() {
+    if (group != nullptr) group->cancel_requests(&reqs);
+}
+
+Status Hierarchy::combine(const Group& g, const Verdict& mine, const std::vector<Verdict>& theirs,
+                          Verdict* out) const {
+    *out = mine;
+    for (int p = 0; p < g.size(); ++p) {
+        if (p == g.me()) continue;
         const Verdict& v = theirs[p];
         if (v.code < kAccelerate || v.code > kDecline)
             return set_error(GPUCOLL_ERR_INTERNAL, "a peer sent an invalid verdict %u", v.code);
         if (v.code > out->code) *out = v;
     }
     if (out->code == kAccelerate) {
-        for (int p = 0; p < g->size(); ++p)
-            if (p != g->me() && !(theirs[p].sig == mine.sig)) {
+        for (int p = 0; p < g.size(); ++p)
+            if (p != g.me() && !(theirs[p].sig == mine.sig)) {
                 *out = theirs[p];
                 out->code = kMismatch;
                 break;

@@ -38,6 +38,23 @@ struct Verdict {
     intra::CallSignature sig{};
 };
 
+// The verdict exchange of a call in flight (nonblocking and persistent
+// calls): started once this node's verdict is known, tested without
+// waiting. Ends what it still has pending when destroyed.
+struct VerdictExchange {
+    Group* group = nullptr;
+    Verdict mine;
+    std::vector<Verdict> theirs;
+    std::vector<Request> reqs;
+    bool started = false;
+    bool known = false;  // result is the call's verdict
+    Verdict result;
+    VerdictExchange() = default;
+    VerdictExchange(const VerdictExchange&) = delete;
+    VerdictExchange& operator=(const VerdictExchange&) = delete;
+    ~VerdictExchange();
+};
+
 class Hierarchy {
 public:
     // Collective over the whole communicator (bs). *out stays null, on every
@@ -61,6 +78,10 @@ public:
 
     // Sends mine to every member of the verdict group and combines theirs.
     Status exchange(uint64_t seq, const Verdict& mine, Verdict* all);
+    // The same without waiting: start, then test until *done (then *all is
+    // the combined verdict).
+    Status start_exchange(uint64_t seq, const Verdict& mine, VerdictExchange* x);
+    Status test_exchange(uint64_t seq, VerdictExchange* x, bool* done, Verdict* all);
     // Tells the other nodes that this rank failed call seq.
     void abort(uint64_t seq);
     // Bytes sent between nodes since the last call of this.
@@ -68,6 +89,9 @@ public:
 
 private:
     Hierarchy() = default;
+    // Mine and the members' verdicts (theirs[me] unused) into one.
+    Status combine(const Group& g, const Verdict& mine, const std::vector<Verdict>& theirs,
+                   Verdict* out) const;
     Topology topo_;
     std::unique_ptr<Group> rail_, leaders_;
     std::string description_, lanes_;

@@ -731,6 +731,54 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
     return kSuccess;
 }
 
+Status NodeComm::advance_verdict(Pending& op, bool* ready) {
+    if (op.verdict == nullptr) op.verdict = std::make_shared<inter::VerdictExchange>();
+    inter::VerdictExchange& x = *op.verdict;
+    *ready = x.known;
+    if (x.known) return kSuccess;
+    const bool declined = op.kind == PostKind::Decline;
+    // Mine needs every local post, except a decline (it decides alone).
+    if (!declined && !peers_posted(op.seq)) return kSuccess;
+    if (hier_->verdict_group() == nullptr) {
+        // Uneven nodes, not local rank 0: the leader exchanges for this
+        // node and publishes the outcome (a decline does not wait for it).
+        x.result.code = inter::kDecline;
+        x.result.rank = global_rank(rank_);
+        if (!declined) {
+            const uint64_t got = segment_.load_acquire(segment_.slot(0).verdict);
+            if (got < progress_word(op.seq, 0)) {
+                if (segment_.load_acquire(segment_.header().abort) == op.seq)
+                    return set_error(GPUCOLL_ERR_INTERNAL,
+                                     "a peer failed during this gpucoll collective; see its "
+                                     "error output");
+                return kSuccess;
+            }
+            x.result = local_verdict(op.seq, op.sig);
+            GPUCOLL_TRY(global_verdict(op.seq, &x.result));  // reads the word, now there
+        }
+        x.known = *ready = true;
+        return kSuccess;
+    }
+    if (!x.started) {
+        inter::Verdict mine;
+        if (declined) {
+            mine.code = inter::kDecline;
+            mine.rank = global_rank(rank_);
+        } else {
+            mine = local_verdict(op.seq, op.sig);
+        }
+        x.started = true;
+        GPUCOLL_TRY(hier_->start_exchange(op.seq, mine, &x));
+    }
+    bool done = false;
+    GPUCOLL_TRY(hier_->test_exchange(op.seq, &x, &done, &x.result));
+    if (!done) return kSuccess;
+    if (rank_ == 0)  // for the ranks of this node outside the exchange
+        segment_.store_release(segment_.slot(0).verdict, progress_word(op.seq, x.result.code));
+    x.known = *ready = true;
+    return kSuccess;
+}
+
 int NodeComm::run(const gpucoll_call_t& call) {
     drain();  // calls started before this one end first
     Pending op;
@@ -757,6 +805,12 @@ void NodeComm::begin(Pending& op) {
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);
     if (op.algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) {
+        if (hier_ != nullptr && op.queued) {  // the other nodes learn it in progress()
+            op.seq = ++seq_;
+            post(op.seq, PostKind::Decline, nullptr, nullptr);
+            op.kind = PostKind::Decline;
+            return;
+        }
         op.status = decline_now();
         op.done = true;
         return;
@@ -775,6 +829,7 @@ void NodeComm::begin(Pending& op) {
     }
     if (op.kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
         post(seq, op.kind, nullptr, nullptr);
+        if (hier_ != nullptr && op.queued) return;  // the other nodes learn it in progress()
         op.status = hier_ != nullptr ? decline_between_nodes(seq) : GPUCOLL_DECLINED;
         op.done = true;
         return;
@@ -796,7 +851,10 @@ int NodeComm::conclude(Pending& op) {
     if (s != kSuccess) return fail(s, seq);
     ++ctx.rounds;
     inter::Verdict v = local_verdict(seq, op.sig);
-    if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess) return fail(s, seq);
+    if (op.verdict != nullptr && op.verdict->known)
+        v = op.verdict->result;  // exchanged while the call was in flight
+    else if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess)
+        return fail(s, seq);
     if (v.code == inter::kDecline) return GPUCOLL_DECLINED;
     if (v.code == inter::kRefuse) {
         if (v.rank == global_rank(rank_))
@@ -858,6 +916,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(const gpucoll_call_t& call,
     auto op = std::make_shared<Pending>();
     op->call = call;
     op->form = form;
+    op->queued = true;
     if (call.counts != nullptr) {  // reduce_scatter: the caller's array may go
         op->counts.assign(call.counts, call.counts + call_size_);
         op->call.counts = op->counts.data();
@@ -900,6 +959,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(std::shared_ptr<const Plan> p
     auto op = std::make_shared<Pending>();
     op->call = plan->call;  // counts: the plan's, which the pending call keeps alive
     op->form = GPUCOLL_FORM_PERSISTENT;
+    op->queued = true;
     op->plan = std::move(plan);
     queue_.push_back(op);
     enqueued();
@@ -909,6 +969,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(std::shared_ptr<const Plan> p
 void NodeComm::start_decline() {
     auto op = std::make_shared<Pending>();
     op->decline_only = true;
+    op->queued = true;
     queue_.push_back(std::move(op));
     enqueued();
 }
@@ -965,6 +1026,23 @@ bool NodeComm::progress(bool post_only) {
         if (!op.begun) {
             if (!can_post(seq_ + 1)) break;
             begin(op);
+        }
+        if (!op.done && hier_ != nullptr && !post_only) {
+            bool ready = false;
+            const Status s = advance_verdict(op, &ready);
+            if (s != kSuccess) {
+                op.status = fail(s, op.seq);
+                op.done = true;
+            } else if (!ready) {
+                break;
+            } else if (op.kind == PostKind::Decline) {  // staged everywhere
+                op.status = segment_.load_acquire(segment_.header().abort) == op.seq
+                                ? set_error(GPUCOLL_ERR_INTERNAL,
+                                            "a peer failed this gpucoll collective; see its error "
+                                            "output")
+                                : GPUCOLL_DECLINED;
+                op.done = true;
+            }
         }
         if (!op.done) {
             // A peer that failed this call has posted it (and set the abort

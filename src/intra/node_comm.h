@@ -24,6 +24,7 @@
 namespace gpucoll::inter {
 class Hierarchy;
 struct Verdict;
+struct VerdictExchange;
 }  // namespace gpucoll::inter
 
 namespace gpucoll::intra {
@@ -295,6 +296,11 @@ private:
     Status global_verdict(uint64_t seq, inter::Verdict* v);
     // A rank that declines call seq on a communicator that spans nodes.
     int decline_between_nodes(uint64_t seq);
+    // A call in flight on a communicator that spans nodes: its verdict
+    // exchange, started once this node's verdict is known and advanced
+    // without waiting (a rank in MPI_Test must not wait for a node that has
+    // not started the call). *ready once every node's verdict is in.
+    Status advance_verdict(Pending& op, bool* ready);
 
     int rank_ = 0;
     int size_ = 0;
@@ -369,7 +375,8 @@ public:
         std::shared_ptr<const Plan> plan;  // persistent calls made with a plan
         gpucoll_form_t form = GPUCOLL_FORM_BLOCKING;
         bool decline_only = false;
-        bool begun = false;  // posted
+        bool queued = false;  // started (nonblocking, persistent): begin() must not wait
+        bool begun = false;   // posted
         bool done = false;
         // Published once status and error are final: read without the lock.
         std::atomic<bool> finished{false};
@@ -382,6 +389,8 @@ public:
         PostKind kind = PostKind::Decline;
         std::string refusal;
         CallSignature sig{};
+        // Between nodes: the verdict exchange of a queued call.
+        std::shared_ptr<inter::VerdictExchange> verdict;
     };
 };
 

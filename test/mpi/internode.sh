@@ -16,7 +16,12 @@
 #  6. a UCX that cannot start (UCX_TLS=rc, no InfiniBand here): every device
 #     call is staged, correct, and one verbose line per rank says why;
 #  7. nodes that cannot reach each other (one fake node's UCX on tcp, the
-#     other's on shared memory only): staged, correct, no hang, said why.
+#     other's on shared memory only): staged, correct, no hang, said why;
+#  8. test_forms between nodes: nonblocking and persistent calls of the
+#     accelerated set take the path between nodes (the progress threads
+#     exchange the nodes' verdicts), an MPI_Iallreduce ends while no rank is
+#     inside MPI, calls on two communicators started in opposite orders;
+#     every other collective staged; with the threads off, staged.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -105,4 +110,13 @@ run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_verbose 1 
     sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_mixed" --expect staged
 n=$(grep -c 'accelerated path off between nodes (staged): reaching the other nodes' "$MPI_OUT" || true)
 [ "$n" -ge 4 ] || fail "expected a line per rank saying the nodes cannot reach each other ($n)"
+echo "== 8. nonblocking and persistent calls between nodes (test_forms)"
+for run in "2 2|on|" "2 1 1|auto|--quick" "1 1 1 1|on|--quick" "2 2|off|--quick"; do
+    shape=${run%%|*} rest=${run#*|}
+    threads=${rest%%|*} quick=${rest#*|}
+    # shellcheck disable=SC2086 # words
+    run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp \
+        --mca coll_gpucoll_progress_thread "$threads" -- \
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_forms" --between-nodes $quick
+done
 echo "PASS: internode"

@@ -15,7 +15,8 @@
  * with new inputs between starts; persistent requests that outlive the
  * communicator they were made on.
  *
- * Options: the common ones (mpi_test_util.h), and --quick (fewer sizes).
+ * Options: the common ones (mpi_test_util.h), --quick (fewer sizes) and
+ * --between-nodes (the ranks span faked nodes: persistent starts unplanned).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,14 @@ typedef struct layout {
     size_t sbytes, rbytes;
 } layout_t;
 
-static MPI_Datatype strided_int; /* int, hole, int, hole: extent 4 ints */
+static MPI_Datatype strided_int;
+/* --between-nodes: the ranks are on several (faked) nodes; persistent
+ * starts there set their call up each time (no plan). */
+static int between_nodes;
+/* Nonblocking and persistent calls of the accelerated set on device memory
+ * take the accelerated path: always on one node; between nodes unless the
+ * progress thread is off (then they are staged). */
+static int nonblocking_accelerated = 1; /* int, hole, int, hole: extent 4 ints */
 
 static int is_neighbor(gpucoll_coll_t c) {
     return c >= GPUCOLL_COLL_NEIGHBOR_ALLGATHER && c <= GPUCOLL_COLL_NEIGHBOR_ALLTOALLW;
@@ -354,7 +362,8 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
          * reduce_scatter(_block) and reduce with every rank on device memory
          * and a plain datatype: the accelerated path. Mixed kinds: declined
          * on every rank, staged. */
-        const int accelerated = form != F_BLOCKING && s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
+        const int accelerated = form != F_BLOCKING && nonblocking_accelerated &&
+                                s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
                                 (mode == M_DEVICE || (mode == M_MIXED && L.n == 1)) && !s->strided;
         const gpucoll_path_t want = accelerated        ? GPUCOLL_PATH_ACCELERATED
                                     : mem == TU_DEVICE ? GPUCOLL_PATH_STAGED
@@ -377,7 +386,7 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
          * memory IPC cannot export is copied at each start instead. */
         if (form == F_PERSISTENT && want == GPUCOLL_PATH_ACCELERATED) {
             const uint64_t planned = after.planned_starts - before.planned_starts;
-            const uint64_t expect = tu.pool_memory && L.rank % 2 == 0 ? 0 : 1;
+            const uint64_t expect = between_nodes || (tu.pool_memory && L.rank % 2 == 0) ? 0 : 1;
             TU_CHECK(planned == expect, "%s: %llu planned starts, expected %llu", what,
                      (unsigned long long)planned, (unsigned long long)expect);
         }
@@ -555,10 +564,19 @@ int main(int argc, char** argv) {
             quick = 1;
             continue;
         }
+        if (strcmp(argv[i], "--between-nodes") == 0) {
+            between_nodes = 1;
+            continue;
+        }
         if (tu.world_rank == 0) tu_usage_common();
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     tu_require_device_backend();
+    {
+        const char* pt = getenv("OMPI_MCA_coll_gpucoll_progress_thread");
+        if (between_nodes && pt != NULL && (strcmp(pt, "off") == 0 || strcmp(pt, "0") == 0))
+            nonblocking_accelerated = 0;
+    }
     if (tu.world_size > 64) TU_DIE("at most 64 ranks");
     MPI_Type_vector(2, 1, 2, MPI_INT, &strided_int); /* int, hole, int */
     MPI_Datatype tmp = strided_int;
@@ -590,7 +608,7 @@ int main(int argc, char** argv) {
             tu_counters(&after);
             /* One rank: Open MPI's MPI_Barrier returns without calling any
              * coll module. */
-            const int set_up = k == 1 && !(how == 1 && L.n == 1);
+            const int set_up = k == 1 && !(how == 1 && L.n == 1) && nonblocking_accelerated;
             const gpucoll_path_t want = set_up ? GPUCOLL_PATH_ACCELERATED : GPUCOLL_PATH_STAGED;
             TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][want] ==
                          before.forms[GPUCOLL_FORM_NONBLOCKING][want] + 1,
@@ -647,8 +665,10 @@ int main(int argc, char** argv) {
         const int bad = allreduce_wrong(&b, &L, s.count, 3, 1);
         TU_CHECK(bad < 0, "MPI_Iallreduce for the progress thread: int %d is wrong", bad);
         TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] ==
-                     before.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] + 1,
-                 "MPI_Iallreduce for the progress thread: not accelerated");
+                     before.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] +
+                         (uint64_t)nonblocking_accelerated,
+                 "MPI_Iallreduce for the progress thread: %s",
+                 nonblocking_accelerated ? "not accelerated" : "accelerated, expected staged");
         tu_buf_free(&a);
         tu_buf_free(&b);
     }

@@ -3,13 +3,16 @@
 // GPUCOLL_HOSTID, talking over UCX's tcp loopback, on the emu device. Every
 // composition (rails, leaders) and inter-node algorithm (ring, direct,
 // binomial bcast) against a host reference, with odd node counts and
-// uneven nodes; and the topology computed from node identities.
+// uneven nodes; nonblocking calls between nodes advanced by the progress
+// threads; and the topology computed from node identities.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config.h"
@@ -280,5 +283,149 @@ INSTANTIATE_TEST_SUITE_P(Emu, InterPaths,
                                            Case{{1, 2}, 1, "leader"},
                                            Case{{1, 1, 1, 1, 1}, 0, "hier"}),
                          name_of);
+
+// A float SUM allreduce of device buffers.
+gpucoll_call_t allreduce_call(const void* send, void* recv, size_t count) {
+    gpucoll_call_t call{};
+    call.coll = GPUCOLL_COLL_ALLREDUCE;
+    call.sendbuf = send;
+    call.recvbuf = recv;
+    call.count = count;
+    call.dtype = GPUCOLL_FLOAT;
+    call.op = GPUCOLL_OP_SUM;
+    call.eligible = call.on_device = 1;
+    return call;
+}
+
+// Nonblocking calls between nodes (progress thread eager): on two
+// communicators started in opposite orders on even and odd ranks, the ranks
+// staggered and asleep (no polling) while the threads exchange the nodes'
+// verdicts and run the calls; then a call one rank declines (host memory,
+// gpucoll_comm_start_decline): every device rank learns it is declined.
+int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootstrap_t& bs) {
+    Checker k{rank};
+    setenv("GPUCOLL_HOSTID", ("u" + std::to_string(node_of(nodes, rank))).c_str(), 1);
+    if (gpucoll_init_backend("emu") != 0) return 100;
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    config.progress_thread = 1;
+    config.inter_chunk_bytes = 64 << 10;
+    gpucoll_comm_t* comm[2] = {nullptr, nullptr};
+    for (auto& c : comm)
+        if (gpucoll_comm_create(&bs, &config, &c) != 0 || c == nullptr) {
+            std::fprintf(stderr, "[rank %d] no communicator: %s\n", rank, gpucoll_last_error());
+            return 101;
+        }
+    k.check(gpucoll_comm_single_node(comm[0]) == 0 && gpucoll_comm_nonblocking(comm[0]) == 1, "%s",
+            "a communicator between nodes with the thread on takes nonblocking calls");
+    const int n = bs.size;
+    const size_t count = 200000;  // several pipeline chunks between the nodes
+    std::vector<float> h(count);
+    for (size_t i = 0; i < count; ++i) h[i] = float((i + size_t(rank)) % 13);
+    void *send[2], *recv[2];
+    for (int c = 0; c < 2; ++c) {
+        send[c] = dalloc(count * sizeof(float));
+        recv[c] = dalloc(count * sizeof(float));
+        gpucoll_memcpy(send[c], h.data(), count * sizeof(float));
+    }
+    gpucoll_counters_reset();
+    for (int iter = 0; iter < 3; ++iter) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 * rank));
+        gpucoll_pending_t* op[2] = {nullptr, nullptr};
+        for (int j = 0; j < 2; ++j) {
+            const int c = rank % 2 == 0 ? j : 1 - j;
+            const gpucoll_call_t call = allreduce_call(send[c], recv[c], count);
+            k.check(gpucoll_comm_start(comm[c], &call, GPUCOLL_FORM_NONBLOCKING, &op[c]) == 0,
+                    "start: %s", gpucoll_last_error());
+        }
+        if (op[0] == nullptr || op[1] == nullptr) break;
+        for (int ms = 0;
+             ms < 20000 && !(gpucoll_pending_done(op[0]) && gpucoll_pending_done(op[1])); ++ms)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int c = 0; c < 2; ++c) {
+            k.check(gpucoll_pending_done(op[c]) == 1, "%s",
+                    "iteration " + std::to_string(iter) + ", communicator " + std::to_string(c) +
+                        ": not ended in 20 s without polling");
+            int done = 0, rc = 0;
+            while (!done) rc = gpucoll_pending_test(op[c], &done);
+            k.check(rc == GPUCOLL_SUCCESS, "nonblocking allreduce: %s", gpucoll_last_error());
+            gpucoll_pending_free(op[c]);
+            std::vector<float> out(count);
+            gpucoll_memcpy(out.data(), recv[c], count * sizeof(float));
+            long bad = 0;
+            for (size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int p = 0; p < n; ++p) want += float((i + size_t(p)) % 13);
+                bad += out[i] != want;
+            }
+            k.check(bad == 0, "%s", "nonblocking allreduce: wrong elements");
+        }
+    }
+    gpucoll_counters_t ctr;
+    gpucoll_counters_get(&ctr);
+    k.check(ctr.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED] == 6, "%s",
+            "expected 6 accelerated nonblocking calls, counted " +
+                std::to_string(ctr.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_ACCELERATED]));
+    // Rank 0 leads its node: it sends between nodes in every composition.
+    k.check(rank != 0 || ctr.bytes_inter > 0, "%s", "no bytes went between the nodes");
+    // The last rank declines (as with host buffers); the others learn it.
+    {
+        gpucoll_pending_t* op = nullptr;
+        if (rank == n - 1) {
+            k.check(gpucoll_comm_start_decline(comm[0]) == 0, "decline: %s", gpucoll_last_error());
+        } else {
+            const gpucoll_call_t call = allreduce_call(send[0], recv[0], 1000);
+            k.check(gpucoll_comm_start(comm[0], &call, GPUCOLL_FORM_NONBLOCKING, &op) == 0,
+                    "start: %s", gpucoll_last_error());
+        }
+        int done = 0, rc = 0;
+        while (op != nullptr && !done) rc = gpucoll_pending_test(op, &done);
+        k.check(op == nullptr || rc == GPUCOLL_DECLINED, "%s",
+                "a call one rank declined ended with " + std::to_string(rc));
+        if (op != nullptr) gpucoll_pending_free(op);
+    }
+    // A blocking call after them: the queue (the decline's exchange
+    // included) ends first, on every rank.
+    {
+        const gpucoll_call_t call = allreduce_call(send[1], recv[1], 1000);
+        k.check(gpucoll_comm_run(comm[0], &call) == 0, "blocking call after: %s",
+                gpucoll_last_error());
+    }
+    for (int c = 0; c < 2; ++c) {
+        gpucoll_free_device(send[c]);
+        gpucoll_free_device(recv[c]);
+        gpucoll_comm_destroy(comm[c]);
+    }
+    gpucoll_finalize();
+    return k.failures;
+}
+
+class InterNonblocking : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(InterNonblocking, ThreadsExchangeVerdictsAndRunCalls) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX";
+#endif
+    setenv("UCX_TLS", "tcp,self", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+    const std::vector<int> nodes = GetParam();
+    int size = 0;
+    for (int r : nodes) size += r;
+    const int failed = ForkGroup::run(size, 120, [&nodes](int rank, gpucoll_bootstrap_t& bs) {
+        return run_rank_nonblocking(nodes, rank, bs);
+    });
+    EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, InterNonblocking,
+                         ::testing::Values(std::vector<int>{2, 2}, std::vector<int>{2, 1, 1},
+                                           std::vector<int>{1, 1}),
+                         [](const ::testing::TestParamInfo<std::vector<int>>& info) {
+                             std::string n;
+                             for (int c : info.param)
+                                 n += (n.empty() ? "" : "_") + std::to_string(c);
+                             return "nodes_" + n;
+                         });
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -355,6 +356,9 @@ void NodeComm::teardown() {
     // Calls still queued end first (every rank started them before it got
     // here), unless a rank failed: it may never post them.
     drain(true);
+    // The other members' verdicts on our declines (they made every call
+    // before they got here): received before the groups go.
+    if (hier_ != nullptr) advance_background(true);
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
@@ -665,16 +669,59 @@ int NodeComm::decline_now() {
 // nodes, not local rank 0) leaves it to its leader, which reads its post.
 int NodeComm::decline_between_nodes(uint64_t seq) {
     if (hier_->verdict_group() != nullptr) {
-        inter::Verdict v;
-        v.code = inter::kDecline;
-        v.rank = global_rank(rank_);
-        const Status s = global_verdict(seq, &v);
+        const Status s = send_decline(seq);
         if (s != kSuccess) return fail(s, seq);
     }
     if (segment_.load_acquire(segment_.header().abort) == seq)
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a peer failed this gpucoll collective; see its error output");
     return GPUCOLL_DECLINED;
+}
+
+Status NodeComm::send_decline(uint64_t seq) {
+    advance_background();
+    inter::Verdict mine;
+    mine.code = inter::kDecline;
+    mine.rank = global_rank(rank_);
+    auto x = std::make_shared<inter::VerdictExchange>();
+    GPUCOLL_TRY(hier_->start_exchange(seq, mine, x.get()));
+    // A decline decides the call: local rank 0 publishes it for the ranks
+    // of this node outside the exchange (uneven nodes) at once.
+    if (rank_ == 0)
+        segment_.store_release(segment_.slot(0).verdict, progress_word(seq, inter::kDecline));
+    background_.emplace_back(seq, std::move(x));
+    if (background_.size() > kBackgroundMax) advance_background(false);
+    return kSuccess;
+}
+
+void NodeComm::advance_background(bool wait_all) {
+    const size_t keep = wait_all ? 0 : kBackgroundMax;
+    const auto start = std::chrono::steady_clock::now();
+    for (unsigned spins = 0; !background_.empty(); ++spins) {
+        for (auto it = background_.begin(); it != background_.end();) {
+            bool done = false;
+            inter::Verdict ignored;
+            // A failed exchange (a member's abort, a lost peer) is dropped:
+            // the call it belonged to was declined already.
+            if (hier_->test_exchange(it->first, it->second.get(), &done, &ignored) != kSuccess ||
+                done)
+                it = background_.erase(it);
+            else
+                ++it;
+        }
+        if (background_.size() <= keep || (wait_all && aborted())) break;
+        // A member that never answers (gone without an abort: the job ends
+        // anyway) must not hold a teardown forever.
+        if (wait_all && spins % 256 == 255 &&
+            std::chrono::steady_clock::now() - start > std::chrono::seconds(30)) {
+            log(1, "%zu declined calls still without every other node's verdict at teardown",
+                background_.size());
+            background_.clear();  // their receives are cancelled
+            break;
+        }
+        if (spins % 16 == 15) idle();
+        sched_yield();
+    }
 }
 
 inter::Verdict NodeComm::local_verdict(uint64_t seq, const CallSignature& sig) const {
@@ -759,16 +806,16 @@ Status NodeComm::advance_verdict(Pending& op, bool* ready) {
         x.known = *ready = true;
         return kSuccess;
     }
+    if (declined) {  // decided: the exchange goes on in the background
+        GPUCOLL_TRY(send_decline(op.seq));
+        x.result.code = inter::kDecline;
+        x.result.rank = global_rank(rank_);
+        x.known = *ready = true;
+        return kSuccess;
+    }
     if (!x.started) {
-        inter::Verdict mine;
-        if (declined) {
-            mine.code = inter::kDecline;
-            mine.rank = global_rank(rank_);
-        } else {
-            mine = local_verdict(op.seq, op.sig);
-        }
         x.started = true;
-        GPUCOLL_TRY(hier_->start_exchange(op.seq, mine, &x));
+        GPUCOLL_TRY(hier_->start_exchange(op.seq, local_verdict(op.seq, op.sig), &x));
     }
     bool done = false;
     GPUCOLL_TRY(hier_->test_exchange(op.seq, &x, &done, &x.result));
@@ -1021,6 +1068,7 @@ bool NodeComm::peers_posted(uint64_t seq) const {
 bool NodeComm::progress(bool post_only) {
     if (advancing_) return queue_.empty();  // from a wait inside a call we are running
     advancing_ = true;
+    if (!background_.empty()) advance_background();
     while (!queue_.empty()) {
         Pending& op = *queue_.front();
         if (!op.begun) {

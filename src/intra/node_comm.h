@@ -294,8 +294,18 @@ private:
     // agreement round), and (several nodes) every node's, combined.
     inter::Verdict local_verdict(uint64_t seq, const CallSignature& sig) const;
     Status global_verdict(uint64_t seq, inter::Verdict* v);
-    // A rank that declines call seq on a communicator that spans nodes.
+    // A rank that declines call seq on a communicator that spans nodes: its
+    // verdict goes to the other nodes, and it returns without waiting for
+    // theirs (its decline decides the call; a host-buffer call must not wait
+    // for a round trip between nodes).
     int decline_between_nodes(uint64_t seq);
+    // Starts the exchange of this rank's decline of call seq and keeps it
+    // until the other members' verdicts have arrived (advance_background).
+    Status send_decline(uint64_t seq);
+    // Tests the declines' exchanges in flight; wait: until none is left
+    // (teardown), or until at most kBackgroundMax are (a rank far ahead).
+    void advance_background(bool wait_all = false);
+    static constexpr size_t kBackgroundMax = 64;
     // A call in flight on a communicator that spans nodes: its verdict
     // exchange, started once this node's verdict is known and advanced
     // without waiting (a rank in MPI_Test must not wait for a node that has
@@ -321,6 +331,9 @@ private:
     std::vector<char*> inputs_;
     std::vector<std::shared_ptr<IpcMapping>> pins_;
     uint64_t last_accelerated_ = 0;  // seq of the last call we ran on the accelerated path
+    // Between nodes: exchanges of this rank's declines still receiving the
+    // other members' verdicts (by call).
+    std::deque<std::pair<uint64_t, std::shared_ptr<inter::VerdictExchange>>> background_;
     std::deque<std::shared_ptr<Pending>> queue_;
     bool advancing_ = false;  // inside progress(): waits must not re-enter it
     ProgressAgent::Mode agent_mode_ = ProgressAgent::Mode::Off;

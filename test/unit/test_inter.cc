@@ -239,13 +239,17 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
         gpucoll_free_device(r);
     }
     // A rank that declines (host memory): every rank declines, nobody hangs.
+    // The declining rank does not wait for the others (they arrive 300 ms
+    // later): its decline decides the call.
     {
         gpucoll_call_t call{};
         call.coll = GPUCOLL_COLL_ALLREDUCE;
         call.count = 16;
         call.dtype = GPUCOLL_FLOAT;
         call.op = GPUCOLL_OP_SUM;
+        const auto t0 = std::chrono::steady_clock::now();
         const int rc = rank == n - 1 ? gpucoll_comm_decline(comm) : [&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
             void* r = dalloc(64);
             call.recvbuf = r;
             call.eligible = call.on_device = 1;
@@ -254,6 +258,10 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
             return s;
         }();
         k.check(rc == GPUCOLL_DECLINED, "%s", "a call with one host-memory rank was not declined");
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        k.check(rank != n - 1 || took < 0.2, "%s",
+                "the declining rank waited " + std::to_string(took) + " s for the others");
     }
     gpucoll_comm_destroy(comm);
     gpucoll_finalize();

@@ -175,11 +175,22 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
         m->core = NULL;
     }
     m->core_state = NULL != m->core ? 1 : -1;
+    /* coll_gpucoll_uniform_memory on one node: a host call's decline is a
+     * store to shared memory (no measurable cost), while skipping it would
+     * leave device ranks waiting forever for a rank that breaks the
+     * assertion. Host calls keep posting it there; between nodes, where it
+     * is a message, the assertion removes it. The same on every rank. */
+    if (NULL != m->core && c->uniform_memory && GPUCOLL_ASSERT_HOST_ONLY != m->asserted_kinds &&
+        gpucoll_comm_single_node(m->core))
+        m->uniform_memory = false;
     if (NULL != m->core && comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF)
         gpucoll_watch_free(m, comm);
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
-                    m->uniform_memory ? ", uniform memory asserted" : "");
+                    m->uniform_memory ? ", uniform memory asserted"
+                    : c->uniform_memory && NULL != m->core
+                        ? ", uniform memory asserted (unused on one node)"
+                        : "");
     return m->core;
 }
 

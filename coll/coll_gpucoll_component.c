@@ -164,9 +164,11 @@ static const gpucoll_param_t gpucoll_params[] = {
 #undef GPUCOLL_ALGORITHM_PARAM
     {"uniform_memory",
      "Assert that on every collective call all ranks pass the same kind of memory (all device "
-     "or all host buffers). Removes the per-call agreement between ranks (host-buffer calls "
-     "then skip gpucoll entirely); a wrong assertion can hang. Same effect per communicator: "
-     "the MPI 4.1 info key mpi_assert_memory_alloc_kinds listing only device kinds.",
+     "or all host buffers). On communicators that span nodes, host-buffer calls then skip "
+     "gpucoll entirely, without the per-call message between nodes that tells device ranks "
+     "elsewhere they are declined; a wrong assertion there can hang. On one node it changes "
+     "nothing (the agreement is a store to shared memory, and a rank that breaks the "
+     "assertion must not hang the others).",
      MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.uniform_memory},
     {"flags",

@@ -191,6 +191,8 @@ void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> 
 int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
+    int status = GPUCOLL_SUCCESS;
+    if (comm->node->decline_unlocked(&status)) return status;  // host buffers, nothing queued
     std::lock_guard lock(comm->node->lock());
     return comm->node->decline();
 }

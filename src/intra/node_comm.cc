@@ -647,6 +647,12 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
     segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
 }
 
+bool NodeComm::decline_unlocked(int* status) {
+    if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0) return false;
+    *status = decline_now();
+    return true;
+}
+
 int NodeComm::decline() {
     drain();  // calls started before this one end first
     return decline_now();
@@ -969,6 +975,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(const gpucoll_call_t& call,
         op->call.counts = op->counts.data();
     }
     queue_.push_back(op);
+    queued_.fetch_add(1, std::memory_order_relaxed);
     enqueued();
     return op;
 }
@@ -1009,6 +1016,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(std::shared_ptr<const Plan> p
     op->queued = true;
     op->plan = std::move(plan);
     queue_.push_back(op);
+    queued_.fetch_add(1, std::memory_order_relaxed);
     enqueued();
     return op;
 }
@@ -1018,6 +1026,7 @@ void NodeComm::start_decline() {
     op->decline_only = true;
     op->queued = true;
     queue_.push_back(std::move(op));
+    queued_.fetch_add(1, std::memory_order_relaxed);
     enqueued();
 }
 
@@ -1102,6 +1111,9 @@ bool NodeComm::progress(bool post_only) {
         if (op.status != GPUCOLL_SUCCESS && op.status != GPUCOLL_DECLINED) op.error = last_error();
         op.finished.store(true, std::memory_order_release);
         queue_.pop_front();
+        // Release: what ending the call wrote (seq_, the segment) is
+        // visible to a decline_unlocked that sees the queue empty.
+        queued_.fetch_sub(1, std::memory_order_release);
     }
     advancing_ = false;
     return queue_.empty();

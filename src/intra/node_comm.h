@@ -145,6 +145,11 @@ public:
     int run(const gpucoll_call_t& call);
     // gpucoll_comm_decline: this rank posts its decline for the next call.
     int decline();
+    // The same without lock() where nothing can be running on this
+    // communicator's behalf (no call queued: the progress thread has nothing
+    // to do here; one node): false otherwise, and nothing done. The
+    // host-buffer path of every collective comes through here.
+    bool decline_unlocked(int* status);
 
     // Nonblocking calls (gpucoll_comm_start): one queue per communicator, in
     // issue order. A call is posted once every earlier one of this rank has
@@ -335,6 +340,9 @@ private:
     // other members' verdicts (by call).
     std::deque<std::pair<uint64_t, std::shared_ptr<inter::VerdictExchange>>> background_;
     std::deque<std::shared_ptr<Pending>> queue_;
+    // Calls in queue_ (or being ended), for decline_unlocked: changed under
+    // lock(), read without it.
+    std::atomic<size_t> queued_{0};
     bool advancing_ = false;  // inside progress(): waits must not re-enter it
     ProgressAgent::Mode agent_mode_ = ProgressAgent::Mode::Off;
     std::recursive_mutex lock_;

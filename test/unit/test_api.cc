@@ -3,12 +3,16 @@
 // choice, so tests that need "no backend" run in a re-executed child.
 #include <complex.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "device/device.h"
+#include "device/host_ranges.h"
 #include "gpucoll.h"
 
 namespace {
@@ -197,3 +201,38 @@ TEST(ApiNoGpu, AutoWithoutGpuMeansNone) {
 }
 
 }  // namespace
+
+// Host memory told without the backend (the cuda backend's query skips the
+// driver for it): static data, this thread's stack, the brk heap; memory
+// from mmap (where device memory lives) is never answered as host.
+TEST_F(Api, HostRangesAnswerOnlyCertainHostMemory) {
+    using gpucoll::host_ranges::certainly_host;
+    static int in_static = 0;
+    int on_stack = 0;
+    EXPECT_TRUE(certainly_host(&in_static));
+    EXPECT_TRUE(certainly_host(&on_stack));
+#ifndef GPUCOLL_ADDRESS_SANITIZER   // ASan's allocator takes no memory from brk
+    void* small = std::malloc(64);  // the main arena: the brk heap (main thread)
+    EXPECT_TRUE(certainly_host(small));
+    std::free(small);
+#endif
+    void* mapped =
+        mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mapped, MAP_FAILED);
+    EXPECT_FALSE(certainly_host(mapped));
+    munmap(mapped, 1 << 20);
+    void* dev = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&dev, 4096), 0);
+    EXPECT_FALSE(certainly_host(dev));
+    EXPECT_EQ(gpucoll_mem_type(dev), GPUCOLL_MEM_DEVICE);
+    gpucoll_free_device(dev);
+    // Another thread: its own stack is known, the main thread's is not.
+    bool own = false, other = true;
+    std::thread([&] {
+        int mine = 0;
+        own = certainly_host(&mine);
+        other = certainly_host(&on_stack);
+    }).join();
+    EXPECT_TRUE(own);
+    EXPECT_FALSE(other);
+}

@@ -37,6 +37,7 @@
 #include "device/cuda/cuda_pool.h"
 #include "device/cuda/cuda_reduce.h"
 #include "device/device.h"
+#include "device/host_ranges.h"
 #include "device/reduce_ops.h"
 
 namespace gpucoll {
@@ -506,7 +507,9 @@ private:
 Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda query: info is NULL");
     *info = PointerInfo{};
-    if (ptr == nullptr) return kSuccess;
+    // Host memory the driver need not be asked about (stack, brk heap,
+    // static data): every host-buffer collective queries its buffers.
+    if (ptr == nullptr || host_ranges::certainly_host(ptr)) return kSuccess;
     DriverApi::Attributes a;
     bool type_known = false;
     Status s = driver_.attributes(ptr, &a, &type_known);

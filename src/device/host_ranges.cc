@@ -1,20 +1,48 @@
 #include "device/host_ranges.h"
 
+#include <link.h>
 #include <pthread.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
-// The executable's image, from the linker (GNU ld and lld define both).
-extern "C" char __executable_start;
-extern "C" char end;
-
 namespace gpucoll::host_ranges {
 
 namespace {
+
+// The executable's image (its loaded segments: code, data, bss): the first
+// object dl_iterate_phdr reports is the program. Read once.
+struct Range {
+    uintptr_t lo = 0, hi = 0;
+};
+
+Range read_executable() {
+    Range r;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) {
+            Range& range = *static_cast<Range*>(out);
+            range.lo = UINTPTR_MAX;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                if (ph.p_type != PT_LOAD) continue;
+                const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+                range.lo = std::min(range.lo, lo);
+                range.hi = std::max(range.hi, lo + ph.p_memsz);
+            }
+            if (range.lo == UINTPTR_MAX) range = Range{};
+            return 1;  // the program only
+        },
+        &r);
+    return r;
+}
+
+const Range& executable() {
+    static const Range range = read_executable();
+    return range;
+}
 
 // Where the brk heap starts: the "[heap]" line of /proc/self/maps, else the
 // program break now (where the heap will start). Read once.
@@ -68,9 +96,8 @@ bool on_my_stack(uintptr_t a) {
 
 bool certainly_host(const void* p) {
     const auto a = reinterpret_cast<uintptr_t>(p);
-    if (a >= reinterpret_cast<uintptr_t>(&__executable_start) &&
-        a < reinterpret_cast<uintptr_t>(&end))
-        return true;
+    const Range& image = executable();
+    if (a >= image.lo && a < image.hi) return true;
     const uintptr_t heap = heap_start();
     if (a >= heap && a < reinterpret_cast<uintptr_t>(sbrk(0))) return true;
     return on_my_stack(a);

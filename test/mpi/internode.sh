@@ -2,7 +2,7 @@
 # internode.sh - the path between nodes, with nodes faked on this machine
 # (GPUCOLL_HOSTID per rank, as NCCL_HOSTID does for NCCL):
 #  1. test_internode (results, composition, bytes sent between nodes against
-#     the bound) on 2x2, 4x1, 2x1 and 2+1+1 ranks per node, over UCX's tcp
+#     the bound) on 2x2, 4x1, 2x1, 2+1+1, 2x4 and 3+3+2 ranks per node, over UCX's tcp
 #     loopback and over UCX's default transports;
 #  2. test_collectives (every collective x type x op x count x in place x
 #     root x mixed memory kinds) on 2x2, 4x1, 2x1 and 2+1+1 over tcp, and 2x2
@@ -42,7 +42,7 @@ fake() {
 np_of() { _t=0; for _c in $1; do _t=$((_t + _c)); done; echo "$_t"; }
 
 echo "== 1. test_internode: shapes x transports"
-for shape in "2 2" "1 1 1 1" "1 1" "2 1 1"; do
+for shape in "2 2" "1 1 1 1" "1 1" "2 1 1" "4 4" "3 3 2"; do
     for tls in "$tcp" ""; do
         # shellcheck disable=SC2086 # words
         run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tls -- \

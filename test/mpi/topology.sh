@@ -17,7 +17,9 @@
 #     allreduce ring and small one_shot by the pcie preset, a forced
 #     algorithm winning, an unknown model said once per process;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
-#     usage error; --model tables, --params read back as a model.
+#     usage error; --model tables, --params read back as a model;
+#  7. the whole 8-GPU NVSwitch node, np 8, one emulated GPU per rank (device
+#     flags, as on the real node): every collective accelerated and right.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -143,4 +145,10 @@ run_np 3 --mca coll_gpucoll_topology_file /nonexistent/topo.xml "$MPI_TESTDIR/te
     --no-large --expect accelerated
 n=$(grep -c 'topology not used: .*/nonexistent/topo.xml' "$MPI_OUT" || true)
 [ "$n" -ge 3 ] || { cat "$MPI_OUT"; fail "expected a message on every rank about the file (got $n)"; }
+echo "== 7. an 8-GPU node: np 8, one GPU per rank"
+run_mpi 8 --mca coll_gpucoll_device emu $nvs --mca coll_gpucoll_verbose 1 -- \
+    sh -c 'export GPUCOLL_EMU_GPU=$OMPI_COMM_WORLD_RANK; exec "$@"' sh \
+    "$MPI_TESTDIR/test_collectives" --no-large --expect accelerated
+grep -q 'accelerated path on: 8 ranks on one node, backend emu, device flags' "$MPI_OUT" ||
+    { cat "$MPI_OUT"; fail "np 8 with one GPU per rank did not use device flags"; }
 echo "PASS"

@@ -76,6 +76,16 @@ for shape in "2 2" "1 1 1 1" "2 1 1"; do
     INJECT=1 run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -x INJECT -- \
         sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_internode" --inject
 done
+# The same failure in a nonblocking call, run by the progress thread (on) or
+# inside MPI_Wait (auto: lazy on a small machine).
+for run in "2 2|on" "2 1 1|auto"; do
+    [ "$TEST_DEVICE" = emu ] || break
+    shape=${run%%|*} threads=${run#*|}
+    # shellcheck disable=SC2086 # words
+    INJECT=1 run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -x INJECT \
+        --mca coll_gpucoll_progress_thread "$threads" -- \
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_internode" --inject --nonblocking
+done
 
 echo "== 5. a rank killed in the middle"
 # Open MPI's own shared memory (vader) goes to a folder of this test, so that

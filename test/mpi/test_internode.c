@@ -14,9 +14,11 @@
  *     waiting for it, nobody hangs, and the following calls are staged and
  *     correct everywhere (ranks of other nodes whose part of the call was
  *     complete return success, with correct data);
+ *     With --nonblocking, the failing bcast is an MPI_Ibcast + MPI_Wait on
+ *     the accelerated path (the progress thread may run it);
  *  5. --kill: rank 1 dies (SIGKILL) before a call the others enter: the job
  *     must end through mpirun's fault handling (internode.sh times it).
- * usage: test_internode [common options] [--inject | --kill]
+ * usage: test_internode [common options] [--inject [--nonblocking] | --kill]
  */
 #include <signal.h>
 
@@ -244,13 +246,29 @@ static void test_mixed(void) {
 /* Rank 1's copies of 4093 bytes fail: the call fails on every rank of rank
  * 1's node and on any rank still waiting for it, never hangs;
  * every later call is staged, and correct, on every rank. */
-static void test_inject(const shape_t* s) {
+static void test_inject(const shape_t* s, int nonblocking) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const size_t bytes = 4093;
     unsigned char* dbuf = device_alloc(bytes);
     unsigned char* host = calloc(bytes, 1);
     if (tu.world_rank == 0) put(dbuf, host, bytes); /* rank 1 cannot copy 4093 bytes */
-    int rc = MPI_Bcast(dbuf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int rc;
+    if (nonblocking) {
+        int one = 1, sum = 0; /* a blocking call of the set: the accelerated path is set up */
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        gpucoll_counters_t before, after;
+        gpucoll_counters_get(&before);
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Ibcast(dbuf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        gpucoll_counters_get(&after);
+        /* Failed calls are not counted: no staged or delegated call either. */
+        TU_CHECK(after.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_STAGED] ==
+                     before.forms[GPUCOLL_FORM_NONBLOCKING][GPUCOLL_PATH_STAGED],
+                 "the failing MPI_Ibcast was staged, not accelerated");
+    } else {
+        rc = MPI_Bcast(dbuf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
     if (s->with_rank1) /* every rank of the node fails the call together */
         TU_CHECK(rc != MPI_SUCCESS, "the injected failure on rank 1 did not fail this bcast");
     int failed = rc != MPI_SUCCESS, nfailed = 0;
@@ -284,11 +302,13 @@ static void test_inject(const shape_t* s) {
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_internode");
-    int inject = 0, kill_rank1 = 0;
+    int inject = 0, kill_rank1 = 0, nonblocking = 0;
     for (int i = 1; i < argc; ++i) {
         int r = tu_parse_option(argc, argv, &i);
         if (r == 0 && strcmp(argv[i], "--inject") == 0) {
             inject = 1;
+        } else if (r == 0 && strcmp(argv[i], "--nonblocking") == 0) {
+            nonblocking = 1;
         } else if (r == 0 && strcmp(argv[i], "--kill") == 0) {
             kill_rank1 = 1;
         } else if (r <= 0) {
@@ -306,7 +326,7 @@ int main(int argc, char** argv) {
         if (tu.world_rank == 1) raise(SIGKILL);
         test_allreduce(&s, (size_t)1 << 20, 0); /* never returns on the others */
     } else if (inject) {
-        test_inject(&s);
+        test_inject(&s, nonblocking);
     } else {
         for (int in_place = 0; in_place < 2; ++in_place) {
             test_allreduce(&s, 7, in_place);

@@ -62,6 +62,8 @@ public:
     bool device_capable(std::string* names);
 
     int size() const { return static_cast<int>(members_.size()); }
+    size_t chunk_bytes() const { return config_.chunk_bytes; }
+    int slots() const { return config_.slots; }
     int me() const { return me_; }
     // Device memory goes straight to the transport (no staging).
     bool direct() const { return direct_; }

@@ -1,6 +1,7 @@
 #include "inter/group_algorithms.h"
 
 #include "device/reduce_ops.h"
+#include "inter/bcast_plan.h"
 
 namespace gpucoll::inter {
 
@@ -75,9 +76,48 @@ Status group_allreduce(Group& g, uint64_t seq, void* buf, size_t count, gpucoll_
     return allreduce_ring(g, seq, b, count, dtype, op);
 }
 
+namespace {
+
+// Members in order root, root+1, ...: member rel receives segment k from
+// rel-1 in round k and sends segment k-1 to rel+1 in the same round (one
+// transfer: both directions at once).
+Status bcast_chain(Group& g, uint64_t seq, char* buf, size_t bytes, int root,
+                   const BcastPlan& plan) {
+    const int n = g.size(), rel = (g.me() - root + n) % n;
+    const int prev = (g.me() - 1 + n) % n, next = (g.me() + 1) % n;
+    const bool has_prev = rel != 0, has_next = rel != n - 1;
+    auto seg = [&](size_t k) {
+        const size_t at = k * plan.segment;
+        return std::make_pair(buf + at, std::min(plan.segment, bytes - at));
+    };
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    const size_t rounds = plan.segments + (has_prev ? 1 : 0);
+    for (size_t k = 0; k < rounds; ++k) {
+        sends.clear();
+        recvs.clear();
+        if (has_prev && k < plan.segments) {
+            const auto [at, len] = seg(k);
+            recvs.push_back({prev, at, len});
+        }
+        const bool forwards = has_next && (!has_prev || k >= 1);
+        const size_t out = has_prev ? k - 1 : k;  // the segment this round forwards
+        if (forwards && out < plan.segments) {
+            const auto [at, len] = seg(out);
+            sends.push_back({next, at, len});
+        }
+        GPUCOLL_TRY(g.transfer(seq, 0, sends, recvs, GPUCOLL_BYTE, GPUCOLL_OP_BOR));
+    }
+    return kSuccess;
+}
+
+}  // namespace
+
 Status group_bcast(Group& g, uint64_t seq, void* buf, size_t bytes, int root) {
     const int n = g.size(), rel = (g.me() - root + n) % n;
     if (n == 1 || bytes == 0) return kSuccess;
+    const BcastPlan plan = bcast_plan(n, bytes, g.chunk_bytes(), g.slots());
+    if (plan.chain) return bcast_chain(g, seq, static_cast<char*>(buf), bytes, root, plan);
     int mask = 1;
     for (; mask < n; mask <<= 1) {  // receive from the parent
         if ((rel & mask) != 0) {

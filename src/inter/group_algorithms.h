@@ -18,7 +18,8 @@ const char* inter_algorithm_name(InterAlgorithm a);
 // for bit.
 Status group_allreduce(Group& g, uint64_t seq, void* buf, size_t count, gpucoll_dtype_t dtype,
                        gpucoll_op_t op, InterAlgorithm algo);
-// buf of member root to every member: binomial tree, log2(N) rounds.
+// buf of member root to every member: binomial tree, log2(N) rounds, or a
+// pipelined chain in segments where that is faster (bcast_plan.h).
 Status group_bcast(Group& g, uint64_t seq, void* buf, size_t bytes, int root);
 
 // A contiguous piece of a buffer that one member contributes.

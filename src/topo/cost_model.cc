@@ -8,9 +8,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "inter/bcast_plan.h"
+
 namespace gpucoll::topo {
 
 namespace {
+
+// Chunks a group keeps in flight per direction (inter::GroupConfig::slots).
+constexpr int kGroupSlots = 4;
 
 // Microseconds to move bytes at GBps (1 GB/s = 1e3 bytes per microsecond).
 double us(double bytes, double GBps) { return bytes <= 0 ? 0 : bytes / (GBps * 1e3); }
@@ -407,14 +412,22 @@ Estimate Model::allreduce_leader() const {
     return e;
 }
 
-// bcast_hier.cc (root: rank 0, a leader): binomial tree among the leaders
-// (group_bcast: a member forwards only what it has received whole, so each
-// of the ceil(log2 N) levels is one transfer), then node-mates copy.
+// bcast_hier.cc (root: rank 0, a leader): among the leaders group_bcast's
+// binomial tree (a member forwards only what it has received whole, so each
+// of the ceil(log2 N) levels is one transfer) or, for large buffers, its
+// pipelined chain (K + N - 2 rounds of one segment; inter/bcast_plan.h);
+// then node-mates copy.
 Estimate Model::bcast_hier() const {
     const int L = L_;
+    const inter::BcastPlan plan = inter::bcast_plan(
+        N_, static_cast<size_t>(S_), static_cast<size_t>(p_.inter_chunk_bytes), kGroupSlots);
+    const double seg = static_cast<double>(plan.segment);
+    const double between =
+        plan.chain ? (static_cast<double>(plan.segments) + N_ - 2) * transfer(seg, seg, false, 1)
+                   : log2_ceil(N_) * transfer(S_, S_, false, 1);
     Estimate e;
-    e.us = overhead() + mate_sync() + verdict() + log2_ceil(N_) * transfer(S_, S_, false, 1) +
-           mate_sync() + (L > 1 ? copies(1, fan(L, S_), S_, S_) : 0) + mate_sync();
+    e.us = overhead() + mate_sync() + verdict() + between + mate_sync() +
+           (L > 1 ? copies(1, fan(L, S_), S_, S_) : 0) + mate_sync();
     e.syncs = L > 1 ? 3 : 0;
     e.recv = S_;
     return e;

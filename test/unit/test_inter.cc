@@ -18,6 +18,7 @@
 #include "config.h"
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
+#include "inter/bcast_plan.h"
 #include "inter/hierarchy.h"
 
 namespace {
@@ -33,6 +34,22 @@ TEST(Topology, FromIdentities) {
     EXPECT_FALSE(t.equal_ppn());
     EXPECT_EQ(t.node_of, (std::vector<int>{0, 1, 0, 2, 1}));
     EXPECT_EQ(t.local_of, (std::vector<int>{0, 0, 1, 0, 1}));
+}
+
+// Between nodes, bcast pipelines a chain where its K + N - 2 rounds of one
+// segment beat the binomial tree's ceil(log2 N) whole transfers.
+TEST(BcastPlan, ChainWhereItBeatsTheTree) {
+    using gpucoll::inter::bcast_plan;
+    const size_t mib = size_t{1} << 20;
+    EXPECT_FALSE(bcast_plan(2, 1024 * mib, mib, 4).chain);  // two members: one transfer either way
+    EXPECT_FALSE(bcast_plan(3, 4 * mib, mib, 4).chain);     // one segment: 2 rounds = 2 levels
+    const auto p3 = bcast_plan(3, 8 * mib + 1, mib, 4);
+    EXPECT_TRUE(p3.chain);
+    EXPECT_EQ(p3.segment, 4 * mib);
+    EXPECT_EQ(p3.segments, 3u);
+    EXPECT_FALSE(bcast_plan(8, 12 * mib, mib, 4).chain);  // 3 + 6 rounds against 3 levels of 3
+    EXPECT_TRUE(bcast_plan(8, 16 * mib, mib, 4).chain);   // 4 + 6 rounds of 1/4: 2.5 against 3
+    EXPECT_FALSE(bcast_plan(8, 0, mib, 4).chain);
 }
 
 struct Case {
@@ -131,9 +148,11 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
             gpucoll_free_device(r);
         }
     }
-    // bcast from every root
-    for (int root = 0; root < n; ++root) {
-        const size_t bytes = 100003;
+    // bcast from every root; and a large one (a pipelined chain between three
+    // or more nodes: 64 KiB chunks, 256 KiB segments)
+    for (int which = 0; which <= n; ++which) {
+        const int root = which < n ? which : n / 2;
+        const size_t bytes = which < n ? 100003 : (size_t{3} << 20) + 5;
         std::vector<unsigned char> h(bytes, 0xee);
         if (rank == root)
             for (size_t i = 0; i < bytes; ++i)

@@ -1,0 +1,38 @@
+// bcast_plan.h - how a bcast among the members of a group (one rank per
+// node) moves its bytes; shared by the algorithm (group_algorithms.cc) and
+// the cost model (topo/cost_model.cc), header-only.
+#pragma once
+
+#include <cstddef>
+
+namespace gpucoll::inter {
+
+struct BcastPlan {
+    bool chain = false;   // pipelined chain; false: binomial tree
+    size_t segment = 0;   // chain: bytes per segment
+    size_t segments = 0;  // chain: number of segments
+};
+
+// Binomial tree: ceil(log2 N) whole transfers one after the other (a member
+// forwards only what it has received whole), the root's link carrying
+// ceil(log2 N) x S. Chain: member i receives segment k from member i-1 while
+// it sends segment k-1 to member i+1, K + N - 2 rounds of one segment, every
+// link carrying S once. The chain where K (ceil(log2 N) - 1) > N - 2, i.e.
+// where its rounds take less than the tree's transfers. Segment: the
+// group's chunks in flight at once (slots x chunk), so that each round keeps
+// the staging pipeline full.
+inline BcastPlan bcast_plan(int n, size_t bytes, size_t chunk_bytes, int slots) {
+    BcastPlan p;
+    if (n < 3 || bytes == 0) return p;
+    int levels = 0;
+    while ((1 << levels) < n) ++levels;
+    const size_t segment = chunk_bytes * static_cast<size_t>(slots > 0 ? slots : 1);
+    const size_t k = (bytes + segment - 1) / segment;
+    if (k * static_cast<size_t>(levels - 1) <= static_cast<size_t>(n - 2)) return p;
+    p.chain = true;
+    p.segment = segment;
+    p.segments = k;
+    return p;
+}
+
+}  // namespace gpucoll::inter

@@ -69,6 +69,7 @@ static int is_reduction(gpucoll_coll_t c) {
 static int has_in_place(gpucoll_coll_t c) { return !is_neighbor(c) && c != GPUCOLL_COLL_BCAST; }
 
 static void make_layout(const spec_t* s, layout_t* L) {
+    memset(L, 0, sizeof *L); /* reduce_scatter sums into sbytes */
     MPI_Comm_size(s->comm, &L->n);
     MPI_Comm_rank(s->comm, &L->rank);
     if (is_neighbor(s->coll)) L->n = 2; /* ring: left and right neighbors */

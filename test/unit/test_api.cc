@@ -210,8 +210,13 @@ TEST_F(Api, HostRangesAnswerOnlyCertainHostMemory) {
     static int in_static = 0;
     int on_stack = 0;
     EXPECT_TRUE(certainly_host(&in_static));
+    // Under the sanitizers the answer may be "unknown" (the backend is then
+    // asked): ASan keeps locals on fake stacks, and neither ASan's nor
+    // TSan's allocator takes memory from brk.
+#if !defined(GPUCOLL_ADDRESS_SANITIZER)
     EXPECT_TRUE(certainly_host(&on_stack));
-#ifndef GPUCOLL_ADDRESS_SANITIZER   // ASan's allocator takes no memory from brk
+#endif
+#if !defined(GPUCOLL_ADDRESS_SANITIZER) && !defined(GPUCOLL_THREAD_SANITIZER)
     void* small = std::malloc(64);  // the main arena: the brk heap (main thread)
     EXPECT_TRUE(certainly_host(small));
     std::free(small);
@@ -233,6 +238,8 @@ TEST_F(Api, HostRangesAnswerOnlyCertainHostMemory) {
         own = certainly_host(&mine);
         other = certainly_host(&on_stack);
     }).join();
+#if !defined(GPUCOLL_ADDRESS_SANITIZER)
     EXPECT_TRUE(own);
+#endif
     EXPECT_FALSE(other);
 }

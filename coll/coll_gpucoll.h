@@ -116,6 +116,7 @@ typedef struct mca_coll_gpucoll_component_t {
     size_t inter_chunk_size;
     size_t inter_direct_max;
     int inter_device_memory; /* 0 auto, 1 direct, 2 staged */
+    int inter_bcast;         /* 0 auto, 1 tree, 2 chain */
     char* topology_file;     /* hwloc XML of the node (NULL: discover) */
     char* nvlink_file;       /* its NVLinks (NULL: NVML) */
     char* cost_model;        /* preset or params file (NULL: size thresholds) */
@@ -436,10 +437,10 @@ typedef struct mca_coll_gpucoll_request_t {
     mca_coll_gpucoll_args_t args;
     struct mca_coll_gpucoll_request_t* next; /* in the list of calls in flight */
     /* persistent requests of the accelerated collectives */
-    gpucoll_call_t call; /* accelerated: the call each MPI_Start hands the core */
+    gpucoll_call_t call;  /* accelerated: the call each MPI_Start hands the core */
     gpucoll_plan_t* plan; /* accelerated, one node: the call set up once at init */
-    bool accelerated;    /* each start goes to the core (else to the saved request) */
-    bool post_decline;   /* each start posts this rank's decline to the core first */
+    bool accelerated;     /* each start goes to the core (else to the saved request) */
+    bool post_decline;    /* each start posts this rank's decline to the core first */
 } mca_coll_gpucoll_request_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpucoll_request_t);

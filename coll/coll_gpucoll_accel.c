@@ -160,6 +160,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.inter_chunk_bytes = c->inter_chunk_size;
     config.inter_direct_max_bytes = c->inter_direct_max;
     config.inter_device_memory = c->inter_device_memory;
+    config.inter_bcast = c->inter_bcast;
     config.thread_multiple = c->thread_multiple;
     config.topology_file = c->topology_file;
     config.nvlink_file = c->nvlink_file;

@@ -48,6 +48,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .inter_chunk_size = 1024 * 1024,
     .inter_direct_max = 16 * 1024,
     .inter_device_memory = 0,
+    .inter_bcast = 0,
     .output = -1,
     .backend_ready = false,
 };
@@ -82,6 +83,13 @@ static const mca_base_var_enum_value_t gpucoll_inter_algorithm_values[] = {
     {0, "auto"},
     {1, "ring"},
     {2, "direct"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t gpucoll_inter_bcast_values[] = {
+    {0, "auto"},
+    {1, "tree"},
+    {2, "chain"},
     {0, NULL},
 };
 
@@ -247,6 +255,16 @@ static const gpucoll_param_t gpucoll_params[] = {
      "pinned host pool, chunk by chunk, overlapping copies and transfers).",
      MCA_BASE_VAR_TYPE_INT, gpucoll_inter_device_memory_values, OPAL_INFO_LVL_5,
      MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpucoll_component.inter_device_memory},
+    {"inter_bcast",
+     "Bcast between nodes, among the node leaders: auto (a pipelined chain where its rounds "
+     "beat the binomial tree's whole transfers - large buffers on three or more nodes: each "
+     "link carries S once instead of the root's carrying log2(N) x S - else the tree), tree "
+     "(binomial), chain (pipelined, in segments of 4 x coll_gpucoll_inter_chunk_size, on three "
+     "or more nodes). Chosen for networks whose links limit the transfer; on nodes faked on one "
+     "2-core machine, where every byte is CPU work, the chain measured 0.5-0.95x the tree's "
+     "speed (docs/performance.md). Untested on a real network.",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_inter_bcast_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.inter_bcast},
     {"inter_chunk_size",
      "Pipeline chunk (bytes) between nodes when device memory cannot go to UCX directly (UCX "
      "without CUDA support, e.g. Debian's): the device-to-host copy of a chunk overlaps the "

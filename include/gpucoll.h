@@ -388,6 +388,11 @@ typedef struct gpucoll_comm_config {
      * UCX_NET_DEVICES: 1 (default); 0: UCX's own choice. The first
      * communicator that spans nodes decides for the process. */
     int rails;
+    /* Bcast between nodes (among the node leaders): 0 auto (a pipelined
+     * chain where its rounds beat the binomial tree's whole transfers: large
+     * buffers on three or more nodes), 1 binomial tree, 2 chain (three or
+     * more nodes). */
+    int inter_bcast;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

@@ -136,6 +136,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->thread_multiple = 0;
     config->progress_thread = -1;
     config->rails = 1;
+    config->inter_bcast = 0;
     config->verbose = 0;
     config->log = nullptr;
 }

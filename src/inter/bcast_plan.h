@@ -20,15 +20,16 @@ struct BcastPlan {
 // link carrying S once. The chain where K (ceil(log2 N) - 1) > N - 2, i.e.
 // where its rounds take less than the tree's transfers. Segment: the
 // group's chunks in flight at once (slots x chunk), so that each round keeps
-// the staging pipeline full.
-inline BcastPlan bcast_plan(int n, size_t bytes, size_t chunk_bytes, int slots) {
+// the staging pipeline full. mode (coll_gpucoll_inter_bcast): 0 that choice,
+// 1 always the tree, 2 the chain wherever there are three members or more.
+inline BcastPlan bcast_plan(int n, size_t bytes, size_t chunk_bytes, int slots, int mode = 0) {
     BcastPlan p;
-    if (n < 3 || bytes == 0) return p;
+    if (n < 3 || bytes == 0 || mode == 1) return p;
     int levels = 0;
     while ((1 << levels) < n) ++levels;
     const size_t segment = chunk_bytes * static_cast<size_t>(slots > 0 ? slots : 1);
     const size_t k = (bytes + segment - 1) / segment;
-    if (k * static_cast<size_t>(levels - 1) <= static_cast<size_t>(n - 2)) return p;
+    if (mode != 2 && k * static_cast<size_t>(levels - 1) <= static_cast<size_t>(n - 2)) return p;
     p.chain = true;
     p.segment = segment;
     p.segments = k;

@@ -36,6 +36,7 @@ struct RecvOp {
 struct GroupConfig {
     size_t chunk_bytes = size_t{1} << 20;  // pipeline chunk of the staged path
     int slots = 4;                         // chunks in flight per direction
+    int bcast = 0;                         // group_bcast: 0 auto, 1 tree, 2 chain (bcast_plan.h)
     void (*progress)() = nullptr;          // the job's progress (opal_progress)
     // Sleep on the network's event fd when idle instead of spinning: more
     // ranks than cores on the node (a spinning rank would take the core from
@@ -64,6 +65,7 @@ public:
     int size() const { return static_cast<int>(members_.size()); }
     size_t chunk_bytes() const { return config_.chunk_bytes; }
     int slots() const { return config_.slots; }
+    int bcast_mode() const { return config_.bcast; }
     int me() const { return me_; }
     // Device memory goes straight to the transport (no staging).
     bool direct() const { return direct_; }

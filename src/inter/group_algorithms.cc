@@ -116,7 +116,7 @@ Status bcast_chain(Group& g, uint64_t seq, char* buf, size_t bytes, int root,
 Status group_bcast(Group& g, uint64_t seq, void* buf, size_t bytes, int root) {
     const int n = g.size(), rel = (g.me() - root + n) % n;
     if (n == 1 || bytes == 0) return kSuccess;
-    const BcastPlan plan = bcast_plan(n, bytes, g.chunk_bytes(), g.slots());
+    const BcastPlan plan = bcast_plan(n, bytes, g.chunk_bytes(), g.slots(), g.bcast_mode());
     if (plan.chain) return bcast_chain(g, seq, static_cast<char*>(buf), bytes, root, plan);
     int mask = 1;
     for (; mask < n; mask <<= 1) {  // receive from the parent

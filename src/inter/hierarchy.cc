@@ -100,6 +100,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     Device* device = Runtime::instance().device();
     GroupConfig gc;
     gc.chunk_bytes = config.inter_chunk_bytes;
+    gc.bcast = config.inter_bcast;
     gc.progress = config.progress;
     gc.sleep_when_idle = processes_on_machine(topo) > machine_cores();
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);

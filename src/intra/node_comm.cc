@@ -86,6 +86,7 @@ Settings settings_of(const gpucoll_comm_config_t& c) {
     s.host_pipeline = c.host_pipeline;
     s.inter_algorithm = c.inter_algorithm;
     s.inter_device_memory = c.inter_device_memory;
+    s.inter_bcast = c.inter_bcast;
     s.thread_multiple = c.thread_multiple;
     s.one_shot_max_bytes = c.one_shot_max_bytes;
     s.chain_min_bytes = c.chain_min_bytes;

@@ -36,7 +36,7 @@ struct BufferBytes;
 struct Settings {
     int32_t algorithm[GPUCOLL_COLL_COUNT];
     int32_t uniform_memory, device_flags, host_pipeline, inter_algorithm, inter_device_memory,
-        thread_multiple;
+        thread_multiple, inter_bcast;
     uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes, inter_chunk_bytes,
         inter_direct_max_bytes;
     bool operator==(const Settings&) const = default;

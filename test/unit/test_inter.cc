@@ -50,6 +50,12 @@ TEST(BcastPlan, ChainWhereItBeatsTheTree) {
     EXPECT_FALSE(bcast_plan(8, 12 * mib, mib, 4).chain);  // 3 + 6 rounds against 3 levels of 3
     EXPECT_TRUE(bcast_plan(8, 16 * mib, mib, 4).chain);   // 4 + 6 rounds of 1/4: 2.5 against 3
     EXPECT_FALSE(bcast_plan(8, 0, mib, 4).chain);
+    // coll_gpucoll_inter_bcast: tree always the tree, chain on 3+ members
+    EXPECT_FALSE(bcast_plan(8, 1024 * mib, mib, 4, 1).chain);
+    const auto forced = bcast_plan(3, 100, mib, 4, 2);
+    EXPECT_TRUE(forced.chain);
+    EXPECT_EQ(forced.segments, 1u);
+    EXPECT_FALSE(bcast_plan(2, 1024 * mib, mib, 4, 2).chain);
 }
 
 struct Case {

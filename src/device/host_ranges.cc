@@ -83,8 +83,12 @@ bool on_my_stack(uintptr_t a) {
             void* base = nullptr;
             size_t size = 0;
             if (pthread_attr_getstack(&attr, &base, &size) == 0) {
-                s.lo = reinterpret_cast<uintptr_t>(base);
-                s.hi = s.lo + size;
+                // Only the top 64 MiB: with an unlimited stack limit the
+                // reported range can reach far down, where mappings may
+                // later be placed.
+                constexpr size_t kMaxStack = size_t{64} << 20;
+                s.hi = reinterpret_cast<uintptr_t>(base) + size;
+                s.lo = s.hi - std::min(size, kMaxStack);
             }
             pthread_attr_destroy(&attr);
         }

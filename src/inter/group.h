@@ -86,7 +86,8 @@ public:
                          double timeout_s = 0);
     // The nonblocking form of exchange_host, for calls in flight: posts the
     // receives and sends into *reqs (kept by the caller, with mine and all,
-    // until test_requests says done or cancel_requests ends them).
+    // until test_requests says done or cancel_requests ends them): member
+    // p's receive at 2p, its send at 2p + 1.
     Status post_host_exchange(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
                               void* all, std::vector<Request>* reqs);
     // Without waiting: *done once every request of reqs finished. Fails

@@ -175,28 +175,35 @@ Status Hierarchy::exchange(uint64_t seq, const Verdict& mine, Verdict* out) {
 
 Status Hierarchy::start_exchange(uint64_t seq, const Verdict& mine, VerdictExchange* x) {
     x->group = verdict_group();
-    x->mine = mine;
+    *x->mine = mine;
     if (x->group == nullptr || x->group->size() == 1) return kSuccess;
     x->theirs.assign(static_cast<size_t>(x->group->size()), Verdict{});
-    return x->group->post_host_exchange(seq, kVerdictStep, &x->mine, sizeof x->mine,
+    return x->group->post_host_exchange(seq, kVerdictStep, x->mine.get(), sizeof(Verdict),
                                         x->theirs.data(), &x->reqs);
 }
 
 Status Hierarchy::test_exchange(uint64_t seq, VerdictExchange* x, bool* done, Verdict* out) {
     *done = false;
     if (x->group == nullptr || x->group->size() == 1) {
-        *out = x->mine;
+        *out = *x->mine;
         *done = true;
         return kSuccess;
     }
     GPUCOLL_TRY(x->group->test_requests(seq, &x->reqs, done));
     if (!*done) return kSuccess;
     x->reqs.clear();
-    return combine(*x->group, x->mine, x->theirs, out);
+    return combine(*x->group, *x->mine, x->theirs, out);
 }
 
 VerdictExchange::~VerdictExchange() {
-    if (group != nullptr) group->cancel_requests(&reqs);
+    if (group == nullptr) return;
+    // Receives are cancelled (UCX is done with their buffers when that
+    // returns); a send is only released, and UCX reads its buffer until it
+    // completes. post_host_exchange puts member p's send at 2p + 1.
+    bool sending = false;
+    for (size_t i = 1; i < reqs.size(); i += 2) sending = sending || reqs[i].active;
+    group->cancel_requests(&reqs);
+    if (sending) (void)mine.release();
 }
 
 Status Hierarchy::combine(const Group& g, const Verdict& mine, const std::vector<Verdict>& theirs,

@@ -43,7 +43,9 @@ struct Verdict {
 // waiting. Ends what it still has pending when destroyed.
 struct VerdictExchange {
     Group* group = nullptr;
-    Verdict mine;
+    // Sent from here; never freed while a send may still read it (a
+    // destroyed exchange whose send had not completed leaks it).
+    std::unique_ptr<Verdict> mine = std::make_unique<Verdict>();
     std::vector<Verdict> theirs;
     std::vector<Request> reqs;
     bool started = false;

@@ -87,6 +87,7 @@ Settings settings_of(const gpucoll_comm_config_t& c) {
     s.inter_algorithm = c.inter_algorithm;
     s.inter_device_memory = c.inter_device_memory;
     s.inter_bcast = c.inter_bcast;
+    s.progress_off = c.progress_thread == 0 ? 1 : 0;
     s.thread_multiple = c.thread_multiple;
     s.one_shot_max_bytes = c.one_shot_max_bytes;
     s.chain_min_bytes = c.chain_min_bytes;
@@ -360,6 +361,10 @@ void NodeComm::teardown() {
     // The other members' verdicts on our declines (they made every call
     // before they got here): received before the groups go.
     if (hier_ != nullptr) advance_background(true);
+    // A rank failed: calls left in the queue end here, their exchanges
+    // while the groups still exist (a caller's handle may outlive us).
+    for (auto& op : queue_) op->verdict.reset();
+    background_.clear();
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
@@ -659,12 +664,12 @@ int NodeComm::decline() {
     return decline_now();
 }
 
-int NodeComm::decline_now() {
+int NodeComm::decline_now(bool may_wait) {
     // Every rank posts every call (host-buffer ranks through here, without
     // looking at the call), so the sequence numbers stay equal everywhere.
     const uint64_t seq = ++seq_;
     post(seq, PostKind::Decline, nullptr, nullptr);
-    if (hier_ != nullptr) return decline_between_nodes(seq);
+    if (hier_ != nullptr) return decline_between_nodes(seq, may_wait);
     if (segment_.load_acquire(segment_.header().abort) == seq)
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a peer failed this gpucoll collective; see its error output");
@@ -674,9 +679,9 @@ int NodeComm::decline_now() {
 // Between nodes every call is agreed, declines included: the other nodes
 // must learn that this one stages. A rank outside the exchange (uneven
 // nodes, not local rank 0) leaves it to its leader, which reads its post.
-int NodeComm::decline_between_nodes(uint64_t seq) {
+int NodeComm::decline_between_nodes(uint64_t seq, bool may_wait) {
     if (hier_->verdict_group() != nullptr) {
-        const Status s = send_decline(seq);
+        const Status s = send_decline(seq, may_wait);
         if (s != kSuccess) return fail(s, seq);
     }
     if (segment_.load_acquire(segment_.header().abort) == seq)
@@ -685,7 +690,7 @@ int NodeComm::decline_between_nodes(uint64_t seq) {
     return GPUCOLL_DECLINED;
 }
 
-Status NodeComm::send_decline(uint64_t seq) {
+Status NodeComm::send_decline(uint64_t seq, bool may_wait) {
     advance_background();
     inter::Verdict mine;
     mine.code = inter::kDecline;
@@ -694,10 +699,9 @@ Status NodeComm::send_decline(uint64_t seq) {
     GPUCOLL_TRY(hier_->start_exchange(seq, mine, x.get()));
     // A decline decides the call: local rank 0 publishes it for the ranks
     // of this node outside the exchange (uneven nodes) at once.
-    if (rank_ == 0)
-        segment_.store_release(segment_.slot(0).verdict, progress_word(seq, inter::kDecline));
+    if (rank_ == 0) segment_.store_release(verdict_word(seq), progress_word(seq, inter::kDecline));
     background_.emplace_back(seq, std::move(x));
-    if (background_.size() > kBackgroundMax) advance_background(false);
+    if (may_wait && background_.size() > kBackgroundMax) advance_background(false);
     return kSuccess;
 }
 
@@ -760,12 +764,11 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
     if (hier_->verdict_group() != nullptr) {
         const inter::Verdict mine = *v;
         GPUCOLL_TRY(hier_->exchange(seq, mine, v));
-        if (rank_ == 0)
-            segment_.store_release(segment_.slot(0).verdict, progress_word(seq, v->code));
+        if (rank_ == 0) segment_.store_release(verdict_word(seq), progress_word(seq, v->code));
         return kSuccess;
     }
     // Uneven nodes: local rank 0 exchanged for this node.
-    const std::atomic<uint64_t>& word = segment_.slot(0).verdict;
+    const std::atomic<uint64_t>& word = verdict_word(seq);
     for (unsigned spins = 0; segment_.load_acquire(word) < progress_word(seq, 0); ++spins) {
         if (segment_.load_acquire(segment_.header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
@@ -790,33 +793,21 @@ Status NodeComm::advance_verdict(Pending& op, bool* ready) {
     inter::VerdictExchange& x = *op.verdict;
     *ready = x.known;
     if (x.known) return kSuccess;
-    const bool declined = op.kind == PostKind::Decline;
-    // Mine needs every local post, except a decline (it decides alone).
-    if (!declined && !peers_posted(op.seq)) return kSuccess;
+    // Mine needs every local post (declines ended in begin()).
+    if (!peers_posted(op.seq)) return kSuccess;
     if (hier_->verdict_group() == nullptr) {
         // Uneven nodes, not local rank 0: the leader exchanges for this
-        // node and publishes the outcome (a decline does not wait for it).
-        x.result.code = inter::kDecline;
-        x.result.rank = global_rank(rank_);
-        if (!declined) {
-            const uint64_t got = segment_.load_acquire(segment_.slot(0).verdict);
-            if (got < progress_word(op.seq, 0)) {
-                if (segment_.load_acquire(segment_.header().abort) == op.seq)
-                    return set_error(GPUCOLL_ERR_INTERNAL,
-                                     "a peer failed during this gpucoll collective; see its "
-                                     "error output");
-                return kSuccess;
-            }
-            x.result = local_verdict(op.seq, op.sig);
-            GPUCOLL_TRY(global_verdict(op.seq, &x.result));  // reads the word, now there
+        // node and publishes the outcome.
+        const uint64_t got = segment_.load_acquire(verdict_word(op.seq));
+        if (got < progress_word(op.seq, 0)) {
+            if (segment_.load_acquire(segment_.header().abort) == op.seq)
+                return set_error(GPUCOLL_ERR_INTERNAL,
+                                 "a peer failed during this gpucoll collective; see its "
+                                 "error output");
+            return kSuccess;
         }
-        x.known = *ready = true;
-        return kSuccess;
-    }
-    if (declined) {  // decided: the exchange goes on in the background
-        GPUCOLL_TRY(send_decline(op.seq));
-        x.result.code = inter::kDecline;
-        x.result.rank = global_rank(rank_);
+        x.result = local_verdict(op.seq, op.sig);
+        GPUCOLL_TRY(global_verdict(op.seq, &x.result));  // reads the word, now there
         x.known = *ready = true;
         return kSuccess;
     }
@@ -828,7 +819,7 @@ Status NodeComm::advance_verdict(Pending& op, bool* ready) {
     GPUCOLL_TRY(hier_->test_exchange(op.seq, &x, &done, &x.result));
     if (!done) return kSuccess;
     if (rank_ == 0)  // for the ranks of this node outside the exchange
-        segment_.store_release(segment_.slot(0).verdict, progress_word(op.seq, x.result.code));
+        segment_.store_release(verdict_word(op.seq), progress_word(op.seq, x.result.code));
     x.known = *ready = true;
     return kSuccess;
 }
@@ -859,13 +850,9 @@ void NodeComm::begin(Pending& op) {
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);
     if (op.algo == GPUCOLL_ALGO_STAGED || poisoned_ || failed != 0) {
-        if (hier_ != nullptr && op.queued) {  // the other nodes learn it in progress()
-            op.seq = ++seq_;
-            post(op.seq, PostKind::Decline, nullptr, nullptr);
-            op.kind = PostKind::Decline;
-            return;
-        }
-        op.status = decline_now();
+        // Between nodes the decline leaves now, also for a queued call: its
+        // rank may poll other calls only, and must not hold the others up.
+        op.status = decline_now(!op.queued);
         op.done = true;
         return;
     }
@@ -883,8 +870,7 @@ void NodeComm::begin(Pending& op) {
     }
     if (op.kind == PostKind::Decline) {  // our own answer decides; peers read nothing else
         post(seq, op.kind, nullptr, nullptr);
-        if (hier_ != nullptr && op.queued) return;  // the other nodes learn it in progress()
-        op.status = hier_ != nullptr ? decline_between_nodes(seq) : GPUCOLL_DECLINED;
+        op.status = hier_ != nullptr ? decline_between_nodes(seq, !op.queued) : GPUCOLL_DECLINED;
         op.done = true;
         return;
     }
@@ -1093,13 +1079,6 @@ bool NodeComm::progress(bool post_only) {
                 op.done = true;
             } else if (!ready) {
                 break;
-            } else if (op.kind == PostKind::Decline) {  // staged everywhere
-                op.status = segment_.load_acquire(segment_.header().abort) == op.seq
-                                ? set_error(GPUCOLL_ERR_INTERNAL,
-                                            "a peer failed this gpucoll collective; see its error "
-                                            "output")
-                                : GPUCOLL_DECLINED;
-                op.done = true;
             }
         }
         if (!op.done) {

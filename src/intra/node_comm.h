@@ -36,7 +36,8 @@ struct BufferBytes;
 struct Settings {
     int32_t algorithm[GPUCOLL_COLL_COUNT];
     int32_t uniform_memory, device_flags, host_pipeline, inter_algorithm, inter_device_memory,
-        thread_multiple, inter_bcast;
+        thread_multiple, inter_bcast,
+        progress_off;  // progress_thread 0: nonblocking calls between nodes are staged
     uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes, inter_chunk_bytes,
         inter_direct_max_bytes;
     bool operator==(const Settings&) const = default;
@@ -205,6 +206,10 @@ public:
     const Post& post_of(int p, uint64_t seq) const {
         return segment_.slot(p).posts[seq % kPostDepth];
     }
+    // Local rank 0's verdict word of call seq (communicators that span nodes).
+    std::atomic<uint64_t>& verdict_word(uint64_t seq) const {
+        return segment_.slot(0).verdicts[seq % kPostDepth];
+    }
 
     // One-shot scratch: two slots of scratch_slot_bytes_ per rank, chosen by
     // call parity; peers' slots are mapped once at creation.
@@ -282,7 +287,7 @@ private:
     // One call from its post to its end (run() = begin + conclude).
     void begin(Pending& op);
     int conclude(Pending& op);
-    int decline_now();
+    int decline_now(bool may_wait = true);
     void enqueued();
     // Decided once at creation (environment and machine queries).
     ProgressAgent::Mode choose_agent_mode() const;
@@ -303,10 +308,11 @@ private:
     // verdict goes to the other nodes, and it returns without waiting for
     // theirs (its decline decides the call; a host-buffer call must not wait
     // for a round trip between nodes).
-    int decline_between_nodes(uint64_t seq);
+    // may_wait: false from a call's start (nonblocking), which must not wait.
+    int decline_between_nodes(uint64_t seq, bool may_wait = true);
     // Starts the exchange of this rank's decline of call seq and keeps it
     // until the other members' verdicts have arrived (advance_background).
-    Status send_decline(uint64_t seq);
+    Status send_decline(uint64_t seq, bool may_wait);
     // Tests the declines' exchanges in flight; wait: until none is left
     // (teardown), or until at most kBackgroundMax are (a rank far ahead).
     void advance_background(bool wait_all = false);

@@ -74,8 +74,11 @@ struct alignas(128) RankSlot {
     std::atomic<uint64_t> closed;  // 1: this rank has unmapped every peer's buffers (teardown)
     // Local rank 0 of a communicator that spans nodes: progress_word(call,
     // verdict code) once the nodes agreed on that call (for the ranks that
-    // do not take part in the exchange themselves).
-    std::atomic<uint64_t> verdict;
+    // do not take part in the exchange themselves), one word per call like
+    // the posts: a leader that declines decides at once and may run ahead,
+    // but it cannot reuse call k's word before every rank has posted k + 1
+    // (post() waits for that), so after reading what it needs.
+    std::atomic<uint64_t> verdicts[kPostDepth];
     alignas(64) Post posts[kPostDepth];
 };
 

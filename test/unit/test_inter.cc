@@ -417,6 +417,52 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
                 "a call one rank declined ended with " + std::to_string(rc));
         if (op != nullptr) gpucoll_pending_free(op);
     }
+    // Rank 0 declines a queued call on communicator 0, then starts a device
+    // call on communicator 1 and polls only that one: its decline must leave
+    // without the progress thread (which stays away while the application
+    // polls), or the others, waiting for it on communicator 0 before they
+    // start on 1, never get there.
+    {
+        gpucoll_pending_t* op[2] = {nullptr, nullptr};
+        if (rank == 0) {
+            k.check(gpucoll_comm_start_decline(comm[0]) == 0, "decline: %s", gpucoll_last_error());
+            const gpucoll_call_t call = allreduce_call(send[1], recv[1], 1000);
+            k.check(gpucoll_comm_start(comm[1], &call, GPUCOLL_FORM_NONBLOCKING, &op[1]) == 0,
+                    "start: %s", gpucoll_last_error());
+        } else {
+            for (int c = 0; c < 2; ++c) {
+                const gpucoll_call_t call = allreduce_call(send[c], recv[c], 1000);
+                k.check(gpucoll_comm_start(comm[c], &call, GPUCOLL_FORM_NONBLOCKING, &op[c]) == 0,
+                        "start: %s", gpucoll_last_error());
+                int done = 0, rc = 0;
+                while (c == 0 && op[0] != nullptr && !done) rc = gpucoll_pending_test(op[0], &done);
+                k.check(c == 1 || rc == GPUCOLL_DECLINED, "%s",
+                        "the call rank 0 declined ended with " + std::to_string(rc));
+            }
+        }
+        int done = 0, rc = 0;
+        while (op[1] != nullptr && !done) rc = gpucoll_pending_test(op[1], &done);
+        k.check(rc == GPUCOLL_SUCCESS, "the call after it: %s", gpucoll_last_error());
+        for (auto* o : op)
+            if (o != nullptr) gpucoll_pending_free(o);
+    }
+    // Rank 0 declines 20 blocking calls in a row, the others run them with
+    // device buffers, rank 1 late each time: rank 0's decisions must not
+    // overwrite the ones its node-mates have yet to read (uneven nodes read
+    // their leader's verdict word).
+    for (int i = 0; i < 20; ++i) {
+        int rc = 0;
+        if (rank == 0) {
+            rc = gpucoll_comm_decline(comm[0]);
+        } else {
+            if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            const gpucoll_call_t call = allreduce_call(send[0], recv[0], 100);
+            rc = gpucoll_comm_run(comm[0], &call);
+        }
+        k.check(rc == GPUCOLL_DECLINED, "%s",
+                "declined call " + std::to_string(i) + " ended with " + std::to_string(rc) + ": " +
+                    gpucoll_last_error());
+    }
     // A blocking call after them: the queue (the decline's exchange
     // included) ends first, on every rank.
     {

@@ -600,18 +600,31 @@ def host_terms(coll, size, p, cores):
 # ------------------------------------------------------------------ main
 
 
-def main():
+def parser(doc, examples):
+    """The command line every script here starts from (model-check.py too):
+    the docstring as help, the build tree and the backend."""
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+        description=doc.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]) + """
-
-examples:
-  contrib/calibrate.py -b _build/model -o perf/emu-vm.params --name emu-vm
-  contrib/calibrate.py -d cuda --preset h100-nvswitch -o h100.params -r 5""",
+        epilog="\n\n".join(doc.split("\n\n")[1:]) + "\n\nexamples:\n" + examples,
     )
     ap.add_argument("-b", "--build", help="build tree (default: the newest under _build/)")
     ap.add_argument("-d", "--device", choices=["emu", "cuda"], help="backend (default: cuda if a GPU and a CUDA build, else emu)")
+    return ap
+
+
+def add_runner_args(ap, what):
+    """The Runner's settings (waiting for a quiet machine, repeating
+    disturbed runs); what: when the load is checked."""
+    ap.add_argument("--max-load", type=float, default=0.5, help="wait for a 1-minute load average below this before each " + what + " (default 0.5)")
+    ap.add_argument("--load-timeout", type=float, default=600, help="give up waiting for the load after this many seconds (default 600)")
+    ap.add_argument("--foreign-max", type=float, default=0.1, help="repeat a run when other processes used more than this share of the CPUs (default 0.1)")
+    ap.add_argument("--retries", type=int, default=3, help="repeats of a disturbed run (default 3)")
+
+
+def main():
+    ap = parser(__doc__, """  contrib/calibrate.py -b _build/model -o perf/emu-vm.params --name emu-vm
+  contrib/calibrate.py -d cuda --preset h100-nvswitch -o h100.params -r 5""")
     ap.add_argument("-o", "--output", help="params file to write (default: print it)")
     ap.add_argument("--preset", help="preset to start from (default: emu, or h100-nvswitch for cuda)")
     ap.add_argument("--name", help="the machine's name in the file (default: <preset>-calibrated)")
@@ -634,10 +647,7 @@ examples:
     ap.add_argument("--sync-sizes", type=lambda s: parse_list(s, parse_size), default=[8, 2048],
                     help="their sizes (default 8,2K; keep them below model-check's sizes)")
     ap.add_argument("-T", "--time-cap", type=float, default=0.3, help="gpucoll_bench -T (default 0.3 s)")
-    ap.add_argument("--max-load", type=float, default=0.5, help="wait for a 1-minute load average below this before each batch (default 0.5)")
-    ap.add_argument("--load-timeout", type=float, default=600, help="give up waiting for the load after this many seconds (default 600)")
-    ap.add_argument("--foreign-max", type=float, default=0.1, help="repeat a run when other processes used more than this share of the CPUs (default 0.1)")
-    ap.add_argument("--retries", type=int, default=3, help="repeats of a disturbed run (default 3)")
+    add_runner_args(ap, "batch")
     ap.add_argument("--mpirun-args", help="extra mpirun arguments (one string)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()

@@ -21,7 +21,6 @@ saved measurements without measuring (for another params file: say so when
 you report it, the predictions were then not made blind).
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -35,18 +34,9 @@ import calibrate as cal  # noqa: E402  (contrib/calibrate.py: runner, parsers)
 
 
 def main():
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]) + """
-
-examples:
-  contrib/model-check.py -b _build/model --params perf/emu-vm.params -r 3
+    ap = cal.parser(__doc__, """  contrib/model-check.py -b _build/model --params perf/emu-vm.params -r 3
   contrib/model-check.py --np 2 --colls allreduce --sizes 64K:4M -r 1
-  contrib/model-check.py --load check.json --params other.params""",
-    )
-    ap.add_argument("-b", "--build", help="build tree (default: the newest under _build/)")
-    ap.add_argument("-d", "--device", choices=["emu", "cuda"], help="backend (default: cuda if a GPU and a CUDA build, else emu)")
+  contrib/model-check.py --load check.json --params other.params""")
     ap.add_argument("--params", default=os.path.join(cal.TOP, "perf", "emu-vm.params"),
                     help="params file or preset for the predictions (default perf/emu-vm.params)")
     ap.add_argument("--np", type=lambda s: cal.parse_list(s, int), default=[2, 3, 4], help="rank counts (default 2,3,4)")
@@ -56,10 +46,7 @@ examples:
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions, interleaved; the median is compared (default 3)")
     ap.add_argument("-T", "--time-cap", type=float, default=0.3, help="gpucoll_bench -T (default 0.3 s)")
     ap.add_argument("--tolerance", type=float, default=0.25, help="a point is within when |predicted/measured - 1| <= this (default 0.25)")
-    ap.add_argument("--max-load", type=float, default=0.5, help="wait for a 1-minute load average below this before each repetition (default 0.5)")
-    ap.add_argument("--load-timeout", type=float, default=600, help="give up waiting for the load after this many seconds (default 600)")
-    ap.add_argument("--foreign-max", type=float, default=0.1, help="repeat a run when other processes used more than this share of the CPUs (default 0.1)")
-    ap.add_argument("--retries", type=int, default=3, help="repeats of a disturbed run (default 3)")
+    cal.add_runner_args(ap, "repetition")
     ap.add_argument("--mpirun-args", help="extra mpirun arguments (one string)")
     ap.add_argument("--save", help="write the measurements to this JSON file")
     ap.add_argument("--load", help="read the measurements from this JSON file instead of measuring")

@@ -365,6 +365,7 @@ void NodeComm::teardown() {
     // while the groups still exist (a caller's handle may outlive us).
     for (auto& op : queue_) op->verdict.reset();
     background_.clear();
+    spare_exchanges_.clear();
     // Waits below end early once any rank failed a call: a failed rank may
     // never get as far as its peers expect.
     auto wait_for = [this](const std::atomic<uint64_t>& word, uint64_t value) {
@@ -695,7 +696,13 @@ Status NodeComm::send_decline(uint64_t seq, bool may_wait) {
     inter::Verdict mine;
     mine.code = inter::kDecline;
     mine.rank = global_rank(rank_);
-    auto x = std::make_shared<inter::VerdictExchange>();
+    std::shared_ptr<inter::VerdictExchange> x;
+    if (spare_exchanges_.empty()) {
+        x = std::make_shared<inter::VerdictExchange>();
+    } else {
+        x = std::move(spare_exchanges_.back());
+        spare_exchanges_.pop_back();
+    }
     GPUCOLL_TRY(hier_->start_exchange(seq, mine, x.get()));
     // A decline decides the call: local rank 0 publishes it for the ranks
     // of this node outside the exchange (uneven nodes) at once.
@@ -714,11 +721,15 @@ void NodeComm::advance_background(bool wait_all) {
             inter::Verdict ignored;
             // A failed exchange (a member's abort, a lost peer) is dropped:
             // the call it belonged to was declined already.
-            if (hier_->test_exchange(it->first, it->second.get(), &done, &ignored) != kSuccess ||
-                done)
-                it = background_.erase(it);
-            else
+            const bool failed =
+                hier_->test_exchange(it->first, it->second.get(), &done, &ignored) != kSuccess;
+            if (!failed && !done) {
                 ++it;
+                continue;
+            }
+            if (done && spare_exchanges_.size() < 8)  // every request ended: reusable
+                spare_exchanges_.push_back(std::move(it->second));
+            it = background_.erase(it);
         }
         if (background_.size() <= keep || (wait_all && aborted())) break;
         // A member that never answers (gone without an abort: the job ends

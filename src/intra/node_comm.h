@@ -345,6 +345,8 @@ private:
     // Between nodes: exchanges of this rank's declines still receiving the
     // other members' verdicts (by call).
     std::deque<std::pair<uint64_t, std::shared_ptr<inter::VerdictExchange>>> background_;
+    // Ended ones, reused by the next declines (no allocation per host call).
+    std::vector<std::shared_ptr<inter::VerdictExchange>> spare_exchanges_;
     std::deque<std::shared_ptr<Pending>> queue_;
     // Calls in queue_ (or being ended), for decline_unlocked: changed under
     // lock(), read without it.

@@ -99,6 +99,19 @@ void* dalloc(size_t bytes) {
     return gpucoll_malloc_device(&p, bytes) == 0 ? p : nullptr;
 }
 
+// A float SUM allreduce of device buffers.
+gpucoll_call_t allreduce_call(const void* send, void* recv, size_t count) {
+    gpucoll_call_t call{};
+    call.coll = GPUCOLL_COLL_ALLREDUCE;
+    call.sendbuf = send;
+    call.recvbuf = recv;
+    call.count = count;
+    call.dtype = GPUCOLL_FLOAT;
+    call.op = GPUCOLL_OP_SUM;
+    call.eligible = call.on_device = 1;
+    return call;
+}
+
 int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
     Checker k{rank};
     const std::string host = "u" + std::to_string(node_of(c.nodes, rank));
@@ -131,14 +144,7 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
             void* s = dalloc(bytes);
             void* r = dalloc(bytes);
             gpucoll_memcpy(in_place ? r : s, h.data(), bytes);
-            gpucoll_call_t call{};
-            call.coll = GPUCOLL_COLL_ALLREDUCE;
-            call.sendbuf = in_place ? nullptr : s;
-            call.recvbuf = r;
-            call.count = count;
-            call.dtype = GPUCOLL_FLOAT;
-            call.op = GPUCOLL_OP_SUM;
-            call.eligible = call.on_device = 1;
+            const gpucoll_call_t call = allreduce_call(in_place ? nullptr : s, r, count);
             const std::string what =
                 "allreduce of " + std::to_string(count) + (in_place ? " in place" : "");
             run(call, what, c.allreduce);
@@ -316,19 +322,6 @@ INSTANTIATE_TEST_SUITE_P(Emu, InterPaths,
                                            Case{{1, 2}, 1, "leader"},
                                            Case{{1, 1, 1, 1, 1}, 0, "hier"}),
                          name_of);
-
-// A float SUM allreduce of device buffers.
-gpucoll_call_t allreduce_call(const void* send, void* recv, size_t count) {
-    gpucoll_call_t call{};
-    call.coll = GPUCOLL_COLL_ALLREDUCE;
-    call.sendbuf = send;
-    call.recvbuf = recv;
-    call.count = count;
-    call.dtype = GPUCOLL_FLOAT;
-    call.op = GPUCOLL_OP_SUM;
-    call.eligible = call.on_device = 1;
-    return call;
-}
 
 // Nonblocking calls between nodes (progress thread eager): on two
 // communicators started in opposite orders on even and odd ranks, the ranks

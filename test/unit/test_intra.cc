@@ -7,13 +7,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "common/status.h"
+#include "device/device.h"
 #include "gpucoll.h"
+#include "intra/node_comm.h"
+#include "intra/shared_segment.h"
 #include "thread_bootstrap.h"
 
 namespace {
@@ -430,3 +435,50 @@ TEST(IntraPlan, StartsReuseTheSetup) {
 }
 
 }  // namespace
+
+// Device flags, a rank failing with a step write still queued on its stream:
+// fail() releases the peers with kStepDone written at once, then drains the
+// stream, where the queued write runs (here: once the abort released the
+// stream's own wait on a peer, as in a real failure mid-call) and puts a
+// lower value over kStepDone. Peers would then wait forever for a step the
+// failed rank never signals. The flag must end at kStepDone.
+TEST(IntraFailure, DeviceFlagsQueuedStepDoesNotHideTheAbort) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        cfg.device_flags = 1;  // forced: the thread ranks share the emu GPU
+        std::unique_ptr<gpucoll::intra::NodeComm> comm;
+        if (gpucoll::intra::NodeComm::create(bs, cfg, &comm) != GPUCOLL_SUCCESS || !comm) {
+            fail = std::string("create: ") + gpucoll_last_error();
+            return;
+        }
+        if (!comm->device_flags() || comm->stream() == nullptr) {
+            fail = "no device flags";
+            return;
+        }
+        bs.barrier(bs.ctx);
+        if (rank == 0) {
+            using gpucoll::intra::kStepDone;
+            using gpucoll::intra::progress_word;
+            const uint64_t seq = 1;
+            gpucoll::Device* dev = comm->device();
+            // Queued: wait for the peer's step 1 (it never comes), then signal ours.
+            if (dev->wait_flag(comm->flag(1), progress_word(seq, 1), comm->stream()) !=
+                    GPUCOLL_SUCCESS ||
+                dev->write_flag(comm->flag(0), progress_word(seq, 1), comm->stream()) !=
+                    GPUCOLL_SUCCESS) {
+                fail = std::string("enqueue: ") + gpucoll_last_error();
+            } else {
+                comm->fail(gpucoll::set_error(GPUCOLL_ERR_INTERNAL, "injected by the test"), seq);
+                uint64_t got = 0;  // device memory: read through the device
+                if (dev->memcpy(&got, comm->flag(0), sizeof got, nullptr) != GPUCOLL_SUCCESS)
+                    fail = std::string("read back: ") + gpucoll_last_error();
+                else if (got != progress_word(seq, kStepDone))
+                    fail = "rank 0's flag after fail(): step " + std::to_string(got & kStepDone) +
+                           ", not kStepDone";
+            }
+        }
+        bs.barrier(bs.ctx);
+    });
+}

@@ -190,6 +190,10 @@ typedef struct mca_coll_gpucoll_module_t {
     bool uniform_memory; /* host calls skip the core: no agreement needed */
     int asserted_kinds;  /* info key mpi_assert_memory_alloc_kinds: GPUCOLL_ASSERT_* */
     int host_depth;      /* > 0: inside the saved host module (mca_coll_gpucoll_in_host) */
+    /* Blocking calls classify their buffers, decline and count in one call
+     * into the core (gpucoll_comm_host_call): once the core was tried, on
+     * intracommunicators, without per-call verbose output. */
+    bool host_fast;
 } mca_coll_gpucoll_module_t;
 
 /* What the info key mpi_assert_memory_alloc_kinds promises for a communicator. */

@@ -25,20 +25,44 @@ int mca_coll_gpucoll_core_error(const char* what, int status) {
 static inline bool is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
 }
+static inline const void* gpucoll_user_buffer(const void* p) {
+    return MPI_IN_PLACE == p ? NULL : p;
+}
 
 /* Runs the saved function: nested calls (from inside a saved algorithm) go
- * straight through; top-level calls are counted as delegated. */
-#define GPUCOLL_DELEGATE(m, name, coll_id, ...)                                            \
-    do {                                                                                   \
-        if (mca_coll_gpucoll_in_host(m)) {                                                 \
-            return (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);               \
-        }                                                                                  \
-        mca_coll_gpucoll_enter_host(m);                                                    \
-        int rc_ = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);                \
-        mca_coll_gpucoll_leave_host(m);                                                    \
-        gpucoll_counters_record((coll_id), GPUCOLL_PATH_DELEGATED, 0, "delegated");        \
-        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, #name ": host buffers, delegated"); \
-        return rc_;                                                                        \
+ * straight through; top-level calls are counted as delegated, unless the
+ * fast path below counted them already. */
+#define GPUCOLL_DELEGATE(m, name, coll_id, counted, ...)                                       \
+    do {                                                                                       \
+        if (mca_coll_gpucoll_in_host(m)) {                                                     \
+            return (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);                   \
+        }                                                                                      \
+        mca_coll_gpucoll_enter_host(m);                                                        \
+        int rc_ = (m)->prev_##name(__VA_ARGS__, (m)->prev_##name##_module);                    \
+        mca_coll_gpucoll_leave_host(m);                                                        \
+        if (!(counted)) {                                                                      \
+            gpucoll_counters_record((coll_id), GPUCOLL_PATH_DELEGATED, 0, "delegated");        \
+            GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, #name ": host buffers, delegated"); \
+        }                                                                                      \
+        return rc_;                                                                            \
+    } while (0)
+
+/* Host buffers, the common case, in one call into the core: when neither
+ * buffer is device memory it posts the decline (peers may wait for it) and
+ * counts the call, and we go to the saved function. Sets counted. */
+#define GPUCOLL_HOST_CALL(a, b, coll_id)                                                           \
+    do {                                                                                           \
+        if (m->host_fast) {                                                                        \
+            int rc_fast_ =                                                                         \
+                gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(a), \
+                                       gpucoll_user_buffer(b), (coll_id));                         \
+            if (GPUCOLL_DECLINED == rc_fast_) {                                                    \
+                counted = true;                                                                    \
+                goto delegate;                                                                     \
+            }                                                                                      \
+            if (GPUCOLL_SUCCESS != rc_fast_)                                                       \
+                return mca_coll_gpucoll_core_error(gpucoll_coll_name(coll_id), rc_fast_);          \
+        }                                                                                          \
     } while (0)
 
 /* No device buffer on this rank: post the decline (peers may wait for it)
@@ -61,7 +85,9 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
+        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_ALLREDUCE);
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
         gpucoll_call_t call;
@@ -74,13 +100,16 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
         }
     }
 delegate:
-    GPUCOLL_DELEGATE(m, allreduce, GPUCOLL_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, comm);
+    GPUCOLL_DELEGATE(m, allreduce, GPUCOLL_COLL_ALLREDUCE, counted, sbuf, rbuf, count, dtype, op,
+                     comm);
 }
 
 static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
+        GPUCOLL_HOST_CALL(buf, NULL, GPUCOLL_COLL_BCAST);
         bool dev = is_device(buf);
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
         gpucoll_call_t call;
@@ -90,7 +119,7 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
         if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
     }
 delegate:
-    GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, buf, count, dtype, root, comm);
+    GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, counted, buf, count, dtype, root, comm);
 }
 
 static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
@@ -98,7 +127,9 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
+        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_ALLGATHER);
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
         gpucoll_call_t call;
@@ -112,8 +143,8 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
         }
     }
 delegate:
-    GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
-                     rdtype, comm);
+    GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, counted, sbuf, scount, sdtype, rbuf,
+                     rcount, rdtype, comm);
 }
 
 static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
@@ -121,7 +152,9 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
                                        struct ompi_communicator_t* comm,
                                        mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
+        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER);
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER);
         int size = ompi_comm_size(comm), rc;
@@ -139,8 +172,8 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
         }
     }
 delegate:
-    GPUCOLL_DELEGATE(m, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcounts, dtype, op,
-                     comm);
+    GPUCOLL_DELEGATE(m, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER, counted, sbuf, rbuf, rcounts,
+                     dtype, op, comm);
 }
 
 static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
@@ -148,7 +181,9 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
                                              struct ompi_communicator_t* comm,
                                              mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
+        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
         bool sdev = is_device(sbuf), rdev = is_device(rbuf);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
         gpucoll_call_t call;
@@ -162,14 +197,15 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
         }
     }
 delegate:
-    GPUCOLL_DELEGATE(m, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcount,
-                     dtype, op, comm);
+    GPUCOLL_DELEGATE(m, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, counted, sbuf,
+                     rbuf, rcount, dtype, op, comm);
 }
 
 static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
                                struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         /* rbuf is significant only at the root; elsewhere it may be anything,
          * including a device pointer, which must not reach the host module.
@@ -198,7 +234,8 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
         }
     }
 delegate:
-    GPUCOLL_DELEGATE(m, reduce, GPUCOLL_COLL_REDUCE, sbuf, rbuf, count, dtype, op, root, comm);
+    GPUCOLL_DELEGATE(m, reduce, GPUCOLL_COLL_REDUCE, counted, sbuf, rbuf, count, dtype, op, root,
+                     comm);
 }
 
 /* inoutbuf = inbuf op inoutbuf on the device, for two device buffers of a
@@ -239,7 +276,8 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
             return mca_coll_gpucoll_staged_reduce_local(inbuf, inoutbuf, count, dtype, op, m);
         }
     }
-    GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, inbuf, inoutbuf, count, dtype, op);
+    GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, false, inbuf, inoutbuf, count,
+                     dtype, op);
 }
 
 /* The accelerated path of a communicator is set up (a blocking exchange
@@ -318,6 +356,7 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->uniform_memory = false;
     m->asserted_kinds = GPUCOLL_ASSERT_NONE;
     m->host_depth = 0;
+    m->host_fast = false;
 }
 
 #define GPUCOLL_RELEASE_ONE(field)             \

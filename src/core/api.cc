@@ -232,9 +232,7 @@ int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what) {
 gpucoll_memtype_t gpucoll_mem_type(const void* ptr) {
     Device* d = Runtime::instance().device();
     if (d == nullptr || ptr == nullptr) return GPUCOLL_MEM_HOST;
-    gpucoll::PointerInfo info;
-    if (d->query(ptr, &info) != GPUCOLL_SUCCESS) return GPUCOLL_MEM_HOST;
-    return info.type;
+    return d->memory_type(ptr);
 }
 
 int gpucoll_staging_buffer(int slot, size_t bytes, void** host) {

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "common/bootstrap.h"
+#include "core/counters.h"
 #include "core/runtime.h"
+#include "device/device.h"
 #include "gpucoll.h"
 #include "inter/hierarchy.h"
 #include "intra/node_comm.h"
@@ -189,13 +191,36 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
 
 void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> owned(comm); }
 
+namespace {
+
+int decline(gpucoll_comm_t& comm) {
+    int status = GPUCOLL_SUCCESS;
+    if (comm.node->decline_unlocked(&status)) return status;  // nothing queued
+    std::lock_guard lock(comm.node->lock());
+    return comm.node->decline();
+}
+
+}  // namespace
+
 int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
-    int status = GPUCOLL_SUCCESS;
-    if (comm->node->decline_unlocked(&status)) return status;  // host buffers, nothing queued
-    std::lock_guard lock(comm->node->lock());
-    return comm->node->decline();
+    return decline(*comm);
+}
+
+int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b,
+                           gpucoll_coll_t coll) {
+    // Every host-buffer collective comes through here: no lock, no
+    // allocation, one call from the component.
+    if (gpucoll::Device* d = gpucoll::Runtime::instance().device(); d != nullptr) {
+        if (a != nullptr && d->memory_type(a) == GPUCOLL_MEM_DEVICE) return GPUCOLL_SUCCESS;
+        if (b != nullptr && d->memory_type(b) == GPUCOLL_MEM_DEVICE) return GPUCOLL_SUCCESS;
+    }
+    int status = GPUCOLL_DECLINED;
+    if (comm != nullptr) status = decline(*comm);
+    if (status == GPUCOLL_DECLINED)
+        gpucoll::counters_record({coll, GPUCOLL_PATH_DELEGATED, 0, 0, 0, "delegated"});
+    return status;
 }
 
 int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_form_t form,

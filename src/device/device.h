@@ -116,6 +116,13 @@ public:
     // current device. kSuccess whenever the memory type is known, also when
     // the rest is not (info->complete false, the reason in last_error()).
     virtual Status query(const void* ptr, PointerInfo* info) = 0;
+    // Only the memory type of ptr (host when the query fails), for the
+    // classification every collective call makes: backends override it
+    // where host memory can be told without a full query.
+    virtual gpucoll_memtype_t memory_type(const void* ptr) {
+        PointerInfo info;
+        return query(ptr, &info) == kSuccess ? info.type : GPUCOLL_MEM_HOST;
+    }
     virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
     // Device memory that legacy IPC cannot export, as applications get it from
     // stream-ordered pools (CUDA: cudaMallocAsync; emu: an allocation marked

@@ -482,3 +482,61 @@ TEST(IntraFailure, DeviceFlagsQueuedStepDoesNotHideTheAbort) {
         bs.barrier(bs.ctx);
     });
 }
+
+namespace {
+
+// gpucoll_comm_host_call, the host-buffer path of every blocking call: a
+// rank with host buffers declines and counts in one call; a rank with a
+// device buffer is told to take the full path, where it learns that the
+// call was declined; without a communicator it only counts.
+TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    gpucoll_counters_reset();
+    on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
+            fail = std::string("comm_create: ") + gpucoll_last_error();
+            return;
+        }
+        const size_t count = 256;
+        void* d = dalloc(count * sizeof(float));
+        std::vector<float> host(count, 1.0f);
+        for (int iter = 0; iter < 100 && fail.empty(); ++iter) {
+            const bool host_rank = rank == iter % 2;
+            void* buf = host_rank ? static_cast<void*>(host.data()) : d;
+            const int rc = gpucoll_comm_host_call(comm, nullptr, buf, GPUCOLL_COLL_ALLREDUCE);
+            if (host_rank) {
+                if (rc != GPUCOLL_DECLINED) fail = "host buffers: " + std::to_string(rc);
+                continue;
+            }
+            if (rc != GPUCOLL_SUCCESS) {
+                fail = "a device buffer was not sent the full way: " + std::to_string(rc);
+                continue;
+            }
+            gpucoll_call_t call{};
+            call.coll = GPUCOLL_COLL_ALLREDUCE;
+            call.recvbuf = d;
+            call.count = count;
+            call.dtype = GPUCOLL_FLOAT;
+            call.op = GPUCOLL_OP_SUM;
+            call.eligible = 1;
+            call.on_device = 1;
+            if (gpucoll_comm_run(comm, &call) != GPUCOLL_DECLINED)
+                fail = "the device rank's call was not declined";
+        }
+        if (fail.empty() &&
+            (gpucoll_comm_host_call(nullptr, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
+                 GPUCOLL_DECLINED ||
+             gpucoll_comm_host_call(nullptr, d, nullptr, GPUCOLL_COLL_BCAST) != GPUCOLL_SUCCESS))
+            fail = "without a communicator";
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(d);
+        gpucoll_comm_destroy(comm);
+    });
+    gpucoll_counters_t c;
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 100u);  // the host ranks'
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 2u);
+}
+
+}  // namespace

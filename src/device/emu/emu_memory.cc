@@ -256,10 +256,7 @@ void EmuMemory::widen_bounds(uintptr_t start, size_t bytes) {
 
 void EmuMemory::query(const void* ptr, PointerInfo* info) const {
     *info = PointerInfo{};
-    const auto addr = reinterpret_cast<uintptr_t>(ptr);
-    if (addr < lowest_.load(std::memory_order_acquire) ||
-        addr >= highest_.load(std::memory_order_acquire))
-        return;  // outside every device region: host memory
+    if (surely_host(ptr)) return;  // outside every device region
     std::shared_lock lock(mutex_);
     auto it = find_region(reinterpret_cast<uintptr_t>(ptr));
     if (it == regions_.end()) return;
@@ -272,8 +269,7 @@ void EmuMemory::query(const void* ptr, PointerInfo* info) const {
 
 Status EmuMemory::translate(const void* ptr, size_t bytes, void** host_view) const {
     const auto addr = reinterpret_cast<uintptr_t>(ptr);
-    if (addr < lowest_.load(std::memory_order_acquire) ||
-        addr >= highest_.load(std::memory_order_acquire)) {
+    if (surely_host(ptr)) {
         *host_view = const_cast<void*>(ptr);  // host memory
         return kSuccess;
     }

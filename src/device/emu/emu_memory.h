@@ -91,6 +91,13 @@ public:
     // DEVICE (device 0, base, requested size, buffer id) for any address
     // inside an allocation or an imported mapping; HOST otherwise.
     void query(const void* ptr, PointerInfo* info) const;
+    // Outside [lowest, highest) of every allocation and mapping: host
+    // memory for sure (two loads, no lock). Inside: ask query().
+    bool surely_host(const void* ptr) const {
+        const auto addr = reinterpret_cast<uintptr_t>(ptr);
+        return addr < lowest_.load(std::memory_order_acquire) ||
+               addr >= highest_.load(std::memory_order_acquire);
+    }
 
     // Host-accessible view of [ptr, ptr + bytes): the read-write mapping for
     // emu device memory (INVALID_ARG if the range leaves its allocation),

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "calls.h"
 #include "config.h"
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
@@ -99,19 +100,6 @@ void* dalloc(size_t bytes) {
     return gpucoll_malloc_device(&p, bytes) == 0 ? p : nullptr;
 }
 
-// A float SUM allreduce of device buffers.
-gpucoll_call_t allreduce_call(const void* send, void* recv, size_t count) {
-    gpucoll_call_t call{};
-    call.coll = GPUCOLL_COLL_ALLREDUCE;
-    call.sendbuf = send;
-    call.recvbuf = recv;
-    call.count = count;
-    call.dtype = GPUCOLL_FLOAT;
-    call.op = GPUCOLL_OP_SUM;
-    call.eligible = call.on_device = 1;
-    return call;
-}
-
 int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
     Checker k{rank};
     const std::string host = "u" + std::to_string(node_of(c.nodes, rank));
@@ -144,7 +132,7 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
             void* s = dalloc(bytes);
             void* r = dalloc(bytes);
             gpucoll_memcpy(in_place ? r : s, h.data(), bytes);
-            const gpucoll_call_t call = allreduce_call(in_place ? nullptr : s, r, count);
+            const gpucoll_call_t call = sum_allreduce_call(in_place ? nullptr : s, r, count);
             const std::string what =
                 "allreduce of " + std::to_string(count) + (in_place ? " in place" : "");
             run(call, what, c.allreduce);
@@ -360,7 +348,7 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
         gpucoll_pending_t* op[2] = {nullptr, nullptr};
         for (int j = 0; j < 2; ++j) {
             const int c = rank % 2 == 0 ? j : 1 - j;
-            const gpucoll_call_t call = allreduce_call(send[c], recv[c], count);
+            const gpucoll_call_t call = sum_allreduce_call(send[c], recv[c], count);
             k.check(gpucoll_comm_start(comm[c], &call, GPUCOLL_FORM_NONBLOCKING, &op[c]) == 0,
                     "start: %s", gpucoll_last_error());
         }
@@ -400,7 +388,7 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
         if (rank == n - 1) {
             k.check(gpucoll_comm_start_decline(comm[0]) == 0, "decline: %s", gpucoll_last_error());
         } else {
-            const gpucoll_call_t call = allreduce_call(send[0], recv[0], 1000);
+            const gpucoll_call_t call = sum_allreduce_call(send[0], recv[0], 1000);
             k.check(gpucoll_comm_start(comm[0], &call, GPUCOLL_FORM_NONBLOCKING, &op) == 0,
                     "start: %s", gpucoll_last_error());
         }
@@ -419,12 +407,12 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
         gpucoll_pending_t* op[2] = {nullptr, nullptr};
         if (rank == 0) {
             k.check(gpucoll_comm_start_decline(comm[0]) == 0, "decline: %s", gpucoll_last_error());
-            const gpucoll_call_t call = allreduce_call(send[1], recv[1], 1000);
+            const gpucoll_call_t call = sum_allreduce_call(send[1], recv[1], 1000);
             k.check(gpucoll_comm_start(comm[1], &call, GPUCOLL_FORM_NONBLOCKING, &op[1]) == 0,
                     "start: %s", gpucoll_last_error());
         } else {
             for (int c = 0; c < 2; ++c) {
-                const gpucoll_call_t call = allreduce_call(send[c], recv[c], 1000);
+                const gpucoll_call_t call = sum_allreduce_call(send[c], recv[c], 1000);
                 k.check(gpucoll_comm_start(comm[c], &call, GPUCOLL_FORM_NONBLOCKING, &op[c]) == 0,
                         "start: %s", gpucoll_last_error());
                 int done = 0, rc = 0;
@@ -449,7 +437,7 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
             rc = gpucoll_comm_decline(comm[0]);
         } else {
             if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-            const gpucoll_call_t call = allreduce_call(send[0], recv[0], 100);
+            const gpucoll_call_t call = sum_allreduce_call(send[0], recv[0], 100);
             rc = gpucoll_comm_run(comm[0], &call);
         }
         k.check(rc == GPUCOLL_DECLINED, "%s",
@@ -459,7 +447,7 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
     // A blocking call after them: the queue (the decline's exchange
     // included) ends first, on every rank.
     {
-        const gpucoll_call_t call = allreduce_call(send[1], recv[1], 1000);
+        const gpucoll_call_t call = sum_allreduce_call(send[1], recv[1], 1000);
         k.check(gpucoll_comm_run(comm[0], &call) == 0, "blocking call after: %s",
                 gpucoll_last_error());
     }

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "calls.h"
 #include "common/status.h"
 #include "device/device.h"
 #include "gpucoll.h"
@@ -358,15 +359,7 @@ TEST(IntraPlan, StartsReuseTheSetup) {
         void* send = dalloc(count * sizeof(float));
         void* recv = dalloc(count * sizeof(float));
         void* small = dalloc(count * sizeof(float) / 2);
-        gpucoll_call_t call{};
-        call.coll = GPUCOLL_COLL_ALLREDUCE;
-        call.sendbuf = send;
-        call.recvbuf = recv;
-        call.count = count;
-        call.dtype = GPUCOLL_FLOAT;
-        call.op = GPUCOLL_OP_SUM;
-        call.eligible = 1;
-        call.on_device = 1;
+        gpucoll_call_t call = sum_allreduce_call(send, recv, count);
         gpucoll_plan_t* plan = nullptr;
         if (gpucoll_plan_create(comm[0], &call, &plan) != 0 || plan == nullptr) {
             fail = std::string("plan: ") + gpucoll_last_error();
@@ -513,14 +506,7 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
                 fail = "a device buffer was not sent the full way: " + std::to_string(rc);
                 continue;
             }
-            gpucoll_call_t call{};
-            call.coll = GPUCOLL_COLL_ALLREDUCE;
-            call.recvbuf = d;
-            call.count = count;
-            call.dtype = GPUCOLL_FLOAT;
-            call.op = GPUCOLL_OP_SUM;
-            call.eligible = 1;
-            call.on_device = 1;
+            gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
             if (gpucoll_comm_run(comm, &call) != GPUCOLL_DECLINED)
                 fail = "the device rank's call was not declined";
         }

@@ -419,8 +419,9 @@ Estimate Model::allreduce_leader() const {
 // then node-mates copy.
 Estimate Model::bcast_hier() const {
     const int L = L_;
-    const inter::BcastPlan plan = inter::bcast_plan(
-        N_, static_cast<size_t>(S_), static_cast<size_t>(p_.inter_chunk_bytes), kGroupSlots);
+    const inter::BcastPlan plan =
+        inter::bcast_plan(N_, static_cast<size_t>(S_), static_cast<size_t>(p_.inter_chunk_bytes),
+                          kGroupSlots, p_.inter_bcast);
     const double seg = static_cast<double>(plan.segment);
     const double between =
         plan.chain ? (static_cast<double>(plan.segments) + N_ - 2) * transfer(seg, seg, false, 1)
@@ -662,7 +663,18 @@ ModelParams emu() {
 
 // --------------------------------------------------------------- params file
 
-enum class Kind { Text, Latency, Rate, OptionalRate, Count, OptionalCount, Flag, Size, Limit };
+enum class Kind {
+    Text,
+    Latency,
+    Rate,
+    OptionalRate,
+    Count,
+    OptionalCount,
+    Flag,
+    Size,
+    Limit,
+    Mode
+};
 
 struct Binding {
     std::string key;
@@ -803,6 +815,10 @@ std::vector<Binding> bindings(ModelParams& p) {
                  .kind = Kind::Limit,
                  .help = "allreduce between nodes: direct up to this many bytes per member",
                  .number = &p.inter_direct_max_bytes});
+    v.push_back({.key = "inter_bcast",
+                 .kind = Kind::Mode,
+                 .help = "bcast between nodes (coll_gpucoll_inter_bcast): 0 auto, 1 tree, 2 chain",
+                 .count = &p.inter_bcast});
     return v;
 }
 
@@ -848,6 +864,10 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
             ok = whole && (v == 0 || v == 1);
             *why = "0 or 1";
             break;
+        case Kind::Mode:
+            ok = whole && v >= 0 && v <= 2;
+            *why = "0, 1 or 2";
+            break;
         case Kind::Size:
             ok = whole && v >= 1;
             *why = "a whole number of bytes >= 1";
@@ -872,6 +892,7 @@ std::string format_value(const Binding& f) {
             return *f.text;
         case Kind::Count:
         case Kind::OptionalCount:
+        case Kind::Mode:
             return std::to_string(*f.count);
         case Kind::Flag:
             return *f.flag ? "1" : "0";

@@ -109,6 +109,7 @@ struct ModelParams {
     double chunk_bytes = 1 << 20;              // coll_gpucoll_chunk_size
     double inter_chunk_bytes = 1 << 20;        // coll_gpucoll_inter_chunk_size
     double inter_direct_max_bytes = 16 << 10;  // coll_gpucoll_inter_direct_max
+    int inter_bcast = 0;                       // coll_gpucoll_inter_bcast: 0 auto, 1 tree, 2 chain
     std::string name;
     std::string source;  // where the numbers come from
 };

@@ -352,6 +352,30 @@ TEST(Predict, PinnedPoints) {
     }
 }
 
+// coll_gpucoll_inter_bcast in the parameters: the tree, the chain, or the
+// size-based choice (the chain here: 16 MiB on 4 nodes), as bcast_hier runs.
+TEST(Predict, InterBcastModeFollowsTheSetting) {
+    const Shape shape{8, 4};
+    auto bcast = [&](int mode) {
+        ModelParams p = params("h100-nvswitch");
+        p.inter_bcast = mode;
+        return predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, 16 * MiB, shape, p).time_us;
+    };
+    const double automatic = bcast(0), tree = bcast(1), chain = bcast(2);
+    EXPECT_EQ(automatic, chain);
+    EXPECT_GT(tree, chain);
+    // Small buffers: the choice is the tree, forcing the chain changes it.
+    ModelParams p = params("h100-nvswitch");
+    const double small = predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, 64 * KiB, shape, p).time_us;
+    p.inter_bcast = 1;
+    EXPECT_EQ(predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, 64 * KiB, shape, p).time_us, small);
+    p.inter_bcast = 2;
+    EXPECT_NE(predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, 64 * KiB, shape, p).time_us, small);
+    std::string error;
+    ASSERT_TRUE(parse_params("inter_bcast = 1\n", "f", &p, &error)) << error;
+    EXPECT_EQ(p.inter_bcast, 1);
+}
+
 // ---------------------------------------------------------------- emulated device
 
 // The terms for a device that is the host's CPU (emu) are off in the GPU
@@ -603,6 +627,7 @@ TEST(Params, ErrorsNameTheLine) {
         {"host.bcast.bandwidth_GBps = x\n",
          "f:1: 'host.bcast.bandwidth_GBps' wants a bandwidth in GB/s >= 0 (0: none), got 'x'"},
         {"peer_local_memory = 2\n", "f:1: 'peer_local_memory' wants 0 or 1, got '2'"},
+        {"inter_bcast = 3\n", "f:1: 'inter_bcast' wants 0, 1 or 2, got '3'"},
     };
     for (const Bad& b : bad) {
         ModelParams p = params("emu");

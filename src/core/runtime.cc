@@ -4,11 +4,6 @@
 
 namespace gpucoll {
 
-Runtime& Runtime::instance() {
-    static Runtime runtime;
-    return runtime;
-}
-
 Runtime::~Runtime() {
     ipc_cache_.clear();
     staging_.release();

@@ -17,7 +17,10 @@ namespace gpucoll {
 
 class Runtime {
 public:
-    static Runtime& instance();
+    static Runtime& instance() {  // inline: every host-buffer call asks for the device
+        static Runtime runtime;
+        return runtime;
+    }
 
     // Chooses the backend ("auto", "cuda", "emu"; nullptr: from the
     // environment). Idempotent; a different choice after the first one fails

@@ -507,11 +507,17 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
 }
 
 Status NodeComm::wait_all_seen(uint64_t word) {
+    if (word <= min_seen_) return kSuccess;  // most calls: nothing to read
+    uint64_t least = UINT64_MAX;
     for (int p = 0; p < size_; ++p) {
-        if (p == rank_ || peer_seen_[p] >= word) continue;
-        GPUCOLL_TRY(wait_progress(p, word, false));
-        peer_seen_[p] = segment_.load_acquire(segment_.slot(p).progress);
+        if (p == rank_) continue;
+        if (peer_seen_[p] < word) {
+            GPUCOLL_TRY(wait_progress(p, word, false));
+            peer_seen_[p] = segment_.load_acquire(segment_.slot(p).progress);
+        }
+        least = std::min(least, peer_seen_[p]);
     }
+    min_seen_ = least;
     return kSuccess;
 }
 

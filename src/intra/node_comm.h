@@ -336,6 +336,7 @@ private:
     bool ready_ = false;  // setup succeeded on every rank
     uint64_t seq_ = 0;
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
+    uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut)
     // Scratch of CallContext, one entry per rank, reused call after call.
     friend class CallContext;
     std::vector<const void*> sources_;

@@ -15,8 +15,7 @@
 namespace gpucoll::intra {
 
 namespace {
-constexpr size_t kHeaderBytes = 128;
-static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
+static_assert(sizeof(SegmentHeader) <= SharedSegment::kHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared flags must be lock-free");
 }  // namespace
 
@@ -32,11 +31,6 @@ SharedSegment::~SharedSegment() {
 void SharedSegment::close_fd() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-}
-
-RankSlot& SharedSegment::slot(int rank) const {
-    auto* first = reinterpret_cast<RankSlot*>(static_cast<char*>(base_) + kHeaderBytes);
-    return first[rank];
 }
 
 #if defined(GPUCOLL_THREAD_SANITIZER)

@@ -108,7 +108,11 @@ public:
     int fd() const { return fd_; }
     bool mapped() const { return base_ != nullptr; }
     SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
-    RankSlot& slot(int rank) const;
+    // Every call reaches its slot through here (inline: host calls too).
+    RankSlot& slot(int rank) const {
+        return reinterpret_cast<RankSlot*>(static_cast<char*>(base_) + kHeaderBytes)[rank];
+    }
+    static constexpr size_t kHeaderBytes = 128;  // the header, then one slot per rank
 
     // Every flag of the segment (progress, closed, abort) is published and
     // read through these: release store, acquire load.

@@ -360,7 +360,7 @@ void NodeComm::teardown() {
     drain(true);
     // The other members' verdicts on our declines (they made every call
     // before they got here): received before the groups go.
-    if (hier_ != nullptr) advance_background(true);
+    if (hier_ != nullptr) advance_background(Sweep::All);
     // A rank failed: calls left in the queue end here, their exchanges
     // while the groups still exist (a caller's handle may outlive us).
     for (auto& op : queue_) op->verdict.reset();
@@ -698,7 +698,7 @@ int NodeComm::decline_between_nodes(uint64_t seq, bool may_wait) {
 }
 
 Status NodeComm::send_decline(uint64_t seq, bool may_wait) {
-    advance_background();
+    advance_background(Sweep::Once);
     inter::Verdict mine;
     mine.code = inter::kDecline;
     mine.rank = global_rank(rank_);
@@ -714,11 +714,14 @@ Status NodeComm::send_decline(uint64_t seq, bool may_wait) {
     // of this node outside the exchange (uneven nodes) at once.
     if (rank_ == 0) segment_.store_release(verdict_word(seq), progress_word(seq, inter::kDecline));
     background_.emplace_back(seq, std::move(x));
-    if (may_wait && background_.size() > kBackgroundMax) advance_background(false);
+    // Only a blocking decline may wait: a nonblocking start must stay local
+    // (the other node may make these calls after a message from us).
+    if (may_wait && background_.size() > kBackgroundMax) advance_background(Sweep::Bound);
     return kSuccess;
 }
 
-void NodeComm::advance_background(bool wait_all) {
+void NodeComm::advance_background(Sweep how) {
+    const bool wait_all = how == Sweep::All;
     const size_t keep = wait_all ? 0 : kBackgroundMax;
     const auto start = std::chrono::steady_clock::now();
     for (unsigned spins = 0; !background_.empty(); ++spins) {
@@ -737,7 +740,7 @@ void NodeComm::advance_background(bool wait_all) {
                 spare_exchanges_.push_back(std::move(it->second));
             it = background_.erase(it);
         }
-        if (background_.size() <= keep || (wait_all && aborted())) break;
+        if (how == Sweep::Once || background_.size() <= keep || (wait_all && aborted())) break;
         // A member that never answers (gone without an abort: the job ends
         // anyway) must not hold a teardown forever.
         if (wait_all && spins % 256 == 255 &&
@@ -1081,7 +1084,7 @@ bool NodeComm::peers_posted(uint64_t seq) const {
 bool NodeComm::progress(bool post_only) {
     if (advancing_) return queue_.empty();  // from a wait inside a call we are running
     advancing_ = true;
-    if (!background_.empty()) advance_background();
+    if (!background_.empty()) advance_background(Sweep::Once);
     while (!queue_.empty()) {
         Pending& op = *queue_.front();
         if (!op.begun) {

@@ -313,9 +313,12 @@ private:
     // Starts the exchange of this rank's decline of call seq and keeps it
     // until the other members' verdicts have arrived (advance_background).
     Status send_decline(uint64_t seq, bool may_wait);
-    // Tests the declines' exchanges in flight; wait: until none is left
-    // (teardown), or until at most kBackgroundMax are (a rank far ahead).
-    void advance_background(bool wait_all = false);
+    // Tests the declines' exchanges in flight: once each (Sweep::Once: from
+    // a call's start or the queue's progress, which must not wait for another
+    // node), until at most kBackgroundMax are left (Sweep::Bound: a blocking
+    // decline of a rank far ahead), or until none is (Sweep::All: teardown).
+    enum class Sweep { Once, Bound, All };
+    void advance_background(Sweep how);
     static constexpr size_t kBackgroundMax = 64;
     // A call in flight on a communicator that spans nodes: its verdict
     // exchange, started once this node's verdict is known and advanced

@@ -427,6 +427,17 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
         for (auto* o : op)
             if (o != nullptr) gpucoll_pending_free(o);
     }
+    // Rank 0 starts more nonblocking declines than are kept in the
+    // background, and only then lets the others start theirs (the
+    // bootstrap's barrier, as an MPI message would): starting a nonblocking
+    // call must stay local whatever the other nodes have not done yet.
+    for (int turn = 0; turn < 2; ++turn) {
+        if (turn == 1) bs.barrier(bs.ctx);
+        if ((rank == 0) != (turn == 0)) continue;
+        for (int i = 0; i < 70; ++i)
+            k.check(gpucoll_comm_start_decline(comm[0]) == 0, "%s",
+                    "decline " + std::to_string(i) + ": " + gpucoll_last_error());
+    }
     // Rank 0 declines 20 blocking calls in a row, the others run them with
     // device buffers, rank 1 late each time: rank 0's decisions must not
     // overwrite the ones its node-mates have yet to read (uneven nodes read

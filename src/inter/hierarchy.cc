@@ -200,9 +200,10 @@ VerdictExchange::~VerdictExchange() {
     // Receives are cancelled (UCX is done with their buffers when that
     // returns); a send is only released, and UCX reads its buffer until it
     // completes. post_host_exchange puts member p's send at 2p + 1.
-    bool sending = false;
-    for (size_t i = 1; i < reqs.size(); i += 2) sending = sending || reqs[i].active;
+    // A send cancelled earlier (the exchange failed) may be in flight too.
     group->cancel_requests(&reqs);
+    bool sending = false;
+    for (size_t i = 1; i < reqs.size(); i += 2) sending = sending || reqs[i].abandoned;
     if (sending) (void)mine.release();
 }
 

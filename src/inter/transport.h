@@ -24,6 +24,9 @@ struct Request {
     bool active = false;     // started and not yet finished
     bool is_recv = false;
     size_t expected = 0;  // receives: the bytes the message must carry
+    // A send cancelled before it completed: UCX may still read its buffer,
+    // which its owner must then never free or reuse.
+    bool abandoned = false;
 };
 
 class Endpoint;
@@ -64,7 +67,7 @@ public:
     // receive whose message does not carry exactly req->expected bytes fails.
     Status test(Request* req, bool* done);
     // Ends a receive that will never match; a send is only released (its
-    // completion is no longer awaited).
+    // completion is no longer awaited; req->abandoned: it had not completed).
     void cancel(Request* req);
     void progress();
     // Sleeps until the network has something for this worker, or timeout_ms

@@ -203,6 +203,8 @@ void Transport::cancel(Request* req) {
             ucp_request_cancel(impl_->worker, req->handle);
             while (ucp_request_check_status(req->handle) == UCS_INPROGRESS)
                 ucp_worker_progress(impl_->worker);
+        } else if (ucp_request_check_status(req->handle) == UCS_INPROGRESS) {
+            req->abandoned = true;  // released: UCX completes it on its own
         }
         ucp_request_free(req->handle);
     }

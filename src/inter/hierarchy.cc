@@ -201,7 +201,10 @@ VerdictExchange::~VerdictExchange() {
     // returns); a send is only released, and UCX reads its buffer until it
     // completes. post_host_exchange puts member p's send at 2p + 1.
     // A send cancelled earlier (the exchange failed) may be in flight too.
-    group->cancel_requests(&reqs);
+    // Nothing active: the group is not touched (it may be gone).
+    bool active = false;
+    for (const Request& r : reqs) active = active || r.active;
+    if (active) group->cancel_requests(&reqs);
     bool sending = false;
     for (size_t i = 1; i < reqs.size(); i += 2) sending = sending || reqs[i].abandoned;
     if (sending) (void)mine.release();

@@ -1109,6 +1109,9 @@ bool NodeComm::progress(bool post_only) {
             op.done = true;
         }
         if (op.status != GPUCOLL_SUCCESS && op.status != GPUCOLL_DECLINED) op.error = last_error();
+        // Its exchange ends here, while the groups exist: the caller's handle
+        // may outlive this communicator.
+        op.verdict.reset();
         op.finished.store(true, std::memory_order_release);
         queue_.pop_front();
         // Release: what ending the call wrote (seq_, the segment) is

@@ -186,9 +186,8 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
         m->uniform_memory = false;
     if (NULL != m->core && comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF)
         gpucoll_watch_free(m, comm);
-    /* From now on host calls take gpucoll_comm_host_call (verbose output per
-     * call keeps the long way, which says what it does). */
-    m->host_fast = c->verbose < MCA_COLL_GPUCOLL_VERBOSE_CALL;
+    /* From now on host calls take gpucoll_comm_host_call. */
+    m->host_fast = true;
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
                     m->uniform_memory ? ", uniform memory asserted"

@@ -49,10 +49,12 @@ static inline const void* gpucoll_user_buffer(const void* p) {
 
 /* Host buffers, the common case, in one call into the core: when neither
  * buffer is device memory it posts the decline (peers may wait for it) and
- * counts the call, and we go to the saved function. Sets counted. */
+ * counts the call, and we go to the saved function. Sets counted. Verbose
+ * output per call (the level may change at run time, MPI_T) keeps the long
+ * way, which says what it does. */
 #define GPUCOLL_HOST_CALL(a, b, coll_id)                                                           \
     do {                                                                                           \
-        if (m->host_fast) {                                                                        \
+        if (m->host_fast && mca_coll_gpucoll_component.verbose < MCA_COLL_GPUCOLL_VERBOSE_CALL) {  \
             int rc_fast_ =                                                                         \
                 gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(a), \
                                        gpucoll_user_buffer(b), (coll_id));                         \

@@ -4,7 +4,7 @@
 # cuda backend; without it the build is emu-only.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin
-libucx-dev libhwloc-dev googletest libgtest-dev clang-format"
+libucx-dev libhwloc-dev googletest libgtest-dev clang-format valgrind"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

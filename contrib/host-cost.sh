@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# contrib/host-cost.sh - instructions of gpucoll's own code per host-buffer
+# call (issue #6 item 7), counted by callgrind: rank 0 of an np 2 host
+# allreduce runs under valgrind twice (N and 2N calls); the difference of
+# the instructions spent in libgpucoll and mca_coll_gpucoll, divided by N.
+# Deterministic where timings on a shared VM are not (a change of a few
+# nanoseconds is below their noise).
+#
+#   contrib/host-cost.sh                       # _build/default, 1 KiB, 20000 calls
+#   contrib/host-cost.sh -b /tmp/old/_b -s 8   # another build, 8 bytes
+set -u
+
+usage() {
+    cat <<'EOF'
+usage: contrib/host-cost.sh [-b BUILDDIR] [-s BYTES] [-n CALLS] [-c COLL]
+  -b BUILDDIR  build tree (default: _build/default next to this script)
+  -s BYTES     buffer size (default 1024)
+  -n CALLS     calls of the shorter run (default 20000; the other makes twice as many)
+  -c COLL      collective (default allreduce)
+Needs valgrind (callgrind_annotate) and mpirun. Prints one line:
+  COLL BYTES B: N instructions of gpucoll code per host call (build BUILDDIR)
+EOF
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../_build/default"
+bytes=1024
+calls=20000
+coll=allreduce
+while getopts "b:s:n:c:h" opt; do
+    case $opt in
+        b) build=$OPTARG ;;
+        s) bytes=$OPTARG ;;
+        n) calls=$OPTARG ;;
+        c) coll=$OPTARG ;;
+        h) usage; exit 0 ;;
+        *) usage >&2; exit 2 ;;
+    esac
+done
+build=$(cd "$build" && pwd) || exit 2
+for tool in valgrind callgrind_annotate mpirun; do
+    command -v $tool >/dev/null || { echo "host-cost.sh: $tool not found" >&2; exit 2; }
+done
+# The real program: perf/gpucoll_bench is a libtool wrapper script, under
+# which valgrind would profile the shell.
+bench="$build/perf/.libs/gpucoll_bench"
+[ -x "$bench" ] || bench="$build/perf/gpucoll_bench"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# Instructions in gpucoll's objects for a run of $1 calls.
+gpucoll_instructions() {
+    local n=$1 out="$work/cg.$1"
+    mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH="$build/src/.libs" \
+        --mca mca_base_component_path "$build/coll/.libs:SYS_DEFAULT:USER_DEFAULT" \
+        --mca coll_gpucoll_device emu \
+        sh -c "if [ \$OMPI_COMM_WORLD_RANK = 0 ]; then
+                   exec valgrind -q --tool=callgrind --callgrind-out-file=$out $bench $coll -d host -m $bytes:$bytes -i $n -w 10 -T 100000
+               else
+                   exec $bench $coll -d host -m $bytes:$bytes -i $n -w 10 -T 100000
+               fi" >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; return 1; }
+    callgrind_annotate --threshold=100 --inclusive=no "$out" 2>/dev/null |
+        awk '/libgpucoll|mca_coll_gpucoll/ { gsub(",", "", $1); s += $1 } END { print s + 0 }'
+}
+
+a=$(gpucoll_instructions "$calls") || exit 1
+b=$(gpucoll_instructions $((2 * calls))) || exit 1
+echo "$coll $bytes B: $(((b - a) / calls)) instructions of gpucoll code per host call (build $build)"

@@ -218,8 +218,7 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b,
     }
     int status = GPUCOLL_DECLINED;
     if (comm != nullptr) status = decline(*comm);
-    if (status == GPUCOLL_DECLINED)
-        gpucoll::counters_record({coll, GPUCOLL_PATH_DELEGATED, 0, 0, 0, "delegated"});
+    if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll);
     return status;
 }
 

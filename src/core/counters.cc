@@ -32,6 +32,21 @@ T get(T& field) {
     return std::atomic_ref<T>(field).load(std::memory_order_relaxed);
 }
 
+// The last call's algorithm. A plain load first: runs of calls with one
+// algorithm (host calls, all "delegated") pay no locked instruction here.
+void note_algorithm(const char* a) {
+    if (g_last_algorithm.load(std::memory_order_relaxed) != a &&
+        g_last_algorithm.exchange(a, std::memory_order_relaxed) != a) {
+        std::lock_guard<std::mutex> lock(g_name_mutex);
+        const char* latest = g_last_algorithm.load(std::memory_order_relaxed);  // another thread's
+        const size_t n = strnlen(latest, sizeof g_last_name - 1);
+        std::memcpy(g_last_name, latest, n);
+        g_last_name[n] = '\0';
+    }
+}
+
+constexpr const char* kDelegated = "delegated";
+
 }  // namespace
 
 void counters_record(const CallRecord& r) {
@@ -51,17 +66,20 @@ void counters_record(const CallRecord& r) {
     put(g_counters.last_bytes_peer, r.bytes_peer);
     put(g_counters.last_sync_rounds, r.sync_rounds);
     put(g_counters.last_bytes_inter, r.bytes_inter);
-    const char* a = r.algorithm != nullptr ? r.algorithm : "";
-    // A plain load first: runs of calls with one algorithm (host calls, all
-    // "delegated") pay no locked instruction here.
-    if (g_last_algorithm.load(std::memory_order_relaxed) != a &&
-        g_last_algorithm.exchange(a, std::memory_order_relaxed) != a) {
-        std::lock_guard<std::mutex> lock(g_name_mutex);
-        const char* latest = g_last_algorithm.load(std::memory_order_relaxed);  // another thread's
-        const size_t n = strnlen(latest, sizeof g_last_name - 1);
-        std::memcpy(g_last_name, latest, n);
-        g_last_name[n] = '\0';
-    }
+    note_algorithm(r.algorithm != nullptr ? r.algorithm : "");
+}
+
+void counters_record_delegated(gpucoll_coll_t coll) {
+    if (coll < 0 || coll >= GPUCOLL_COLL_COUNT) return;
+    add(g_counters.calls[coll][GPUCOLL_PATH_DELEGATED], 1);
+    add(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED], 1);
+    put(g_counters.last_coll, coll);
+    put(g_counters.last_path, GPUCOLL_PATH_DELEGATED);
+    put(g_counters.last_form, GPUCOLL_FORM_BLOCKING);
+    put(g_counters.last_bytes_peer, uint64_t{0});
+    put(g_counters.last_sync_rounds, uint64_t{0});
+    put(g_counters.last_bytes_inter, uint64_t{0});
+    note_algorithm(kDelegated);
 }
 
 void counters_get(gpucoll_counters_t* out) {

@@ -20,6 +20,9 @@ struct CallRecord {
 };
 
 void counters_record(const CallRecord& r);
+// The same for a blocking call handed to the host module untouched (every
+// host-buffer call: fewer instructions).
+void counters_record_delegated(gpucoll_coll_t coll);
 void counters_get(gpucoll_counters_t* out);
 void counters_reset();
 

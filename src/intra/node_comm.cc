@@ -656,14 +656,12 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
     if (kind == PostKind::Accelerate)  // peers read descriptors of accelerated posts only
         for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
     if (sig != nullptr) post.sig = *sig;
-    post.kind = kind;
-    segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
+    publish_post(seq, kind);
 }
 
-bool NodeComm::decline_unlocked(int* status) {
-    if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0) return false;
-    *status = decline_now();
-    return true;
+int NodeComm::failed_by_peer() {
+    return set_error(GPUCOLL_ERR_INTERNAL,
+                     "a peer failed this gpucoll collective; see its error output");
 }
 
 int NodeComm::decline() {
@@ -677,9 +675,7 @@ int NodeComm::decline_now(bool may_wait) {
     const uint64_t seq = ++seq_;
     post(seq, PostKind::Decline, nullptr, nullptr);
     if (hier_ != nullptr) return decline_between_nodes(seq, may_wait);
-    if (segment_.load_acquire(segment_.header().abort) == seq)
-        return set_error(GPUCOLL_ERR_INTERNAL,
-                         "a peer failed this gpucoll collective; see its error output");
+    if (segment_.load_acquire(segment_.header().abort) == seq) return failed_by_peer();
     return GPUCOLL_DECLINED;
 }
 

@@ -149,8 +149,19 @@ public:
     // The same without lock() where nothing can be running on this
     // communicator's behalf (no call queued: the progress thread has nothing
     // to do here; one node): false otherwise, and nothing done. The
-    // host-buffer path of every collective comes through here.
-    bool decline_unlocked(int* status);
+    // host-buffer path of every collective comes through here: inline, and
+    // the peers' progress is only read when the post window needs it (once
+    // every kPostDepth calls; then the long way, decline()).
+    bool decline_unlocked(int* status) {
+        if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0) return false;
+        const uint64_t seq = seq_ + 1;
+        if (seq >= kPostDepth && progress_word(seq - kPostDepth + 1, 0) > min_seen_) return false;
+        seq_ = seq;
+        publish_post(seq, PostKind::Decline);
+        *status = segment_.load_acquire(segment_.header().abort) == seq ? failed_by_peer()
+                                                                        : GPUCOLL_DECLINED;
+        return true;
+    }
 
     // Nonblocking calls (gpucoll_comm_start): one queue per communicator, in
     // issue order. A call is posted once every earlier one of this rank has
@@ -288,6 +299,14 @@ private:
     void begin(Pending& op);
     int conclude(Pending& op);
     int decline_now(bool may_wait = true);
+    // The post of call seq visible to the peers: its kind (written after
+    // whatever else the post carries), then this rank's progress word.
+    void publish_post(uint64_t seq, PostKind kind) {
+        segment_.slot(rank_).posts[seq % kPostDepth].kind = kind;
+        segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
+    }
+    // The error of a call a peer failed (its message for last_error()).
+    static int failed_by_peer();
     void enqueued();
     // Decided once at creation (environment and machine queries).
     ProgressAgent::Mode choose_agent_mode() const;

@@ -134,13 +134,13 @@ void Group::cancel_requests(std::vector<Request>* reqs) {
 Status Group::check_abort(uint64_t seq) {
     bool done = false;
     if (transport_->test(&control_recv_, &done) == kSuccess && done) {
-        aborted_seq_ = std::max(aborted_seq_, control_in_);
+        aborted_[aborts_seen_++ % kAbortsKept] = control_in_;
         GPUCOLL_TRY(transport_->recv(make_tag(comm_id_, 0, kControlStep, 0), kTagMatchControl,
                                      &control_in_, sizeof control_in_, MemKind::Host,
                                      &control_recv_));
     }
     if (seq == 0) return kSuccess;  // setup: nothing to abort yet
-    if (aborted_seq_ == seq)
+    if (std::find(aborted_.begin(), aborted_.end(), seq) != aborted_.end())
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "a rank on another node failed during this gpucoll collective; see its "
                          "error output");

@@ -7,6 +7,7 @@
 // the reduction of what has arrived.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -126,7 +127,11 @@ private:
     // Control: abort notices of members.
     uint64_t control_in_ = 0;
     Request control_recv_;
-    uint64_t aborted_seq_ = 0;  // latest call a member told us it failed
+    // The calls members told us they failed (the latest kAbortsKept: one
+    // notice must not hide another's, whatever order they arrive in).
+    static constexpr size_t kAbortsKept = 8;
+    std::array<uint64_t, kAbortsKept> aborted_{};
+    size_t aborts_seen_ = 0;
     std::vector<uint64_t> control_out_;
     std::vector<Request> control_sends_;
     void* scratch_ = nullptr;

@@ -192,7 +192,7 @@ typedef struct mca_coll_gpucoll_module_t {
     int host_depth;      /* > 0: inside the saved host module (mca_coll_gpucoll_in_host) */
     /* Blocking calls classify their buffers, decline and count in one call
      * into the core (gpucoll_comm_host_call): once the core was tried, on
-     * intracommunicators (and without per-call verbose output). */
+     * intracommunicators; per-call verbose output takes the long way. */
     bool host_fast;
 } mca_coll_gpucoll_module_t;
 

@@ -47,23 +47,30 @@ static inline const void* gpucoll_user_buffer(const void* p) {
         return rc_;                                                                            \
     } while (0)
 
-/* Host buffers, the common case, in one call into the core: when neither
- * buffer is device memory it posts the decline (peers may wait for it) and
- * counts the call, and we go to the saved function. Sets counted. Verbose
- * output per call (the level may change at run time, MPI_T) keeps the long
- * way, which says what it does. */
-#define GPUCOLL_HOST_CALL(a, b, coll_id)                                                           \
+/* Which of a and b are device memory (adev, bdev), and host buffers, the
+ * common case, in one call into the core: when neither is, it posts the
+ * decline (peers may wait for it) and counts the call, and we go to the
+ * saved function (sets counted). Before the core was tried, and with
+ * verbose output per call (the level may change at run time, MPI_T), the
+ * long way: classified here, then GPUCOLL_HOST_FAST_PATH. */
+#define GPUCOLL_CLASSIFY(a, b, coll_id, adev, bdev)                                                \
     do {                                                                                           \
         if (m->host_fast && mca_coll_gpucoll_component.verbose < MCA_COLL_GPUCOLL_VERBOSE_CALL) {  \
+            int device_ = 0;                                                                       \
             int rc_fast_ =                                                                         \
                 gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(a), \
-                                       gpucoll_user_buffer(b), (coll_id));                         \
+                                       gpucoll_user_buffer(b), (coll_id), &device_);               \
             if (GPUCOLL_DECLINED == rc_fast_) {                                                    \
                 counted = true;                                                                    \
                 goto delegate;                                                                     \
             }                                                                                      \
             if (GPUCOLL_SUCCESS != rc_fast_)                                                       \
                 return mca_coll_gpucoll_core_error(gpucoll_coll_name(coll_id), rc_fast_);          \
+            adev = 0 != (device_ & 1);                                                             \
+            bdev = 0 != (device_ & 2);                                                             \
+        } else {                                                                                   \
+            adev = is_device(a);                                                                   \
+            bdev = is_device(b);                                                                   \
         }                                                                                          \
     } while (0)
 
@@ -89,8 +96,8 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
-        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_ALLREDUCE);
-        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        bool sdev, rdev;
+        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLREDUCE, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
         gpucoll_call_t call;
         const bool all =
@@ -111,8 +118,9 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
-        GPUCOLL_HOST_CALL(buf, NULL, GPUCOLL_COLL_BCAST);
-        bool dev = is_device(buf);
+        bool dev, unused;
+        GPUCOLL_CLASSIFY(buf, NULL, GPUCOLL_COLL_BCAST, dev, unused);
+        (void)unused;
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
         gpucoll_call_t call;
         const bool all = mca_coll_gpucoll_build_bcast(&call, NULL, dev, buf, count, dtype, root);
@@ -131,8 +139,8 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
-        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_ALLGATHER);
-        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        bool sdev, rdev;
+        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLGATHER, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
         gpucoll_call_t call;
         const bool all = mca_coll_gpucoll_build_allgather(&call, NULL, sdev, rdev, sbuf, scount,
@@ -156,8 +164,8 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
-        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER);
-        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        bool sdev, rdev;
+        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER);
         int size = ompi_comm_size(comm), rc;
         size_t stack_counts[64];
@@ -185,8 +193,8 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
-        GPUCOLL_HOST_CALL(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
-        bool sdev = is_device(sbuf), rdev = is_device(rbuf);
+        bool sdev, rdev;
+        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
         gpucoll_call_t call;
         const bool all = mca_coll_gpucoll_build_reduce_scatter_block(&call, NULL, sdev, rdev, sbuf,

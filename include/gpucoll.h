@@ -443,15 +443,17 @@ GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* 
  * error if a peer failed this very call). Every rank makes one of the two
  * calls for every collective call on the communicator. */
 GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
-/* The host-buffer fast path of a blocking call, in one call: when neither a
- * nor b (either may be NULL) is device memory, posts this rank's decline as
+/* The host-buffer fast path of a blocking call, in one call: when neither
+ * a nor b (either may be NULL) is device memory, posts this rank's decline as
  * gpucoll_comm_decline does (not when comm is NULL: no core, or host calls
  * asserted to skip it), counts the call as delegated, and returns
  * GPUCOLL_DECLINED: hand it to the host module. Returns GPUCOLL_SUCCESS,
- * having done nothing, when a or b is device memory: take the full path
- * (gpucoll_comm_run, staging). Other values: the decline's error. */
+ * having done nothing else, when a or b is device memory: take the full path
+ * (gpucoll_comm_run, staging); *device then says which (bit 0: a, bit 1: b),
+ * so that the caller need not ask again. Other values: the decline's error.
+ * device may be NULL. */
 GPUCOLL_EXPORT int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b,
-                                          gpucoll_coll_t coll);
+                                          gpucoll_coll_t coll, int* device);
 
 /* Nonblocking calls (MPI_Iallreduce, MPI_Start of a persistent request).
  * Calls of a rank end in the order they were

@@ -208,14 +208,17 @@ int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     return decline(*comm);
 }
 
-int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b,
-                           gpucoll_coll_t coll) {
+int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, gpucoll_coll_t coll,
+                           int* device) {
     // Every host-buffer collective comes through here: no lock, no
-    // allocation, one call from the component.
+    // allocation, one call from the component, each buffer classified once.
+    int found = 0;
     if (gpucoll::Device* d = gpucoll::Runtime::instance().device(); d != nullptr) {
-        if (a != nullptr && d->memory_type(a) == GPUCOLL_MEM_DEVICE) return GPUCOLL_SUCCESS;
-        if (b != nullptr && d->memory_type(b) == GPUCOLL_MEM_DEVICE) return GPUCOLL_SUCCESS;
+        if (a != nullptr && d->memory_type(a) == GPUCOLL_MEM_DEVICE) found |= 1;
+        if (b != nullptr && d->memory_type(b) == GPUCOLL_MEM_DEVICE) found |= 2;
     }
+    if (device != nullptr) *device = found;
+    if (found != 0) return GPUCOLL_SUCCESS;
     int status = GPUCOLL_DECLINED;
     if (comm != nullptr) status = decline(*comm);
     if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll);

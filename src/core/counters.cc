@@ -45,6 +45,19 @@ void note_algorithm(const char* a) {
     }
 }
 
+// The last call's fields (read by tests and gpucoll_bench).
+inline void note_last(gpucoll_coll_t coll, gpucoll_path_t path, gpucoll_form_t form,
+                      uint64_t bytes_peer, uint64_t sync_rounds, uint64_t bytes_inter,
+                      const char* algorithm) {
+    put(g_counters.last_coll, coll);
+    put(g_counters.last_path, path);
+    put(g_counters.last_form, form);
+    put(g_counters.last_bytes_peer, bytes_peer);
+    put(g_counters.last_sync_rounds, sync_rounds);
+    put(g_counters.last_bytes_inter, bytes_inter);
+    note_algorithm(algorithm);
+}
+
 constexpr const char* kDelegated = "delegated";
 
 }  // namespace
@@ -60,26 +73,15 @@ void counters_record(const CallRecord& r) {
     add(g_counters.sync_rounds, r.sync_rounds);
     add(g_counters.bytes_inter, r.bytes_inter);
     if (r.planned) add(g_counters.planned_starts, 1);
-    put(g_counters.last_coll, r.coll);
-    put(g_counters.last_path, r.path);
-    put(g_counters.last_form, r.form);
-    put(g_counters.last_bytes_peer, r.bytes_peer);
-    put(g_counters.last_sync_rounds, r.sync_rounds);
-    put(g_counters.last_bytes_inter, r.bytes_inter);
-    note_algorithm(r.algorithm != nullptr ? r.algorithm : "");
+    note_last(r.coll, r.path, r.form, r.bytes_peer, r.sync_rounds, r.bytes_inter,
+              r.algorithm != nullptr ? r.algorithm : "");
 }
 
 void counters_record_delegated(gpucoll_coll_t coll) {
     if (coll < 0 || coll >= GPUCOLL_COLL_COUNT) return;
     add(g_counters.calls[coll][GPUCOLL_PATH_DELEGATED], 1);
     add(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED], 1);
-    put(g_counters.last_coll, coll);
-    put(g_counters.last_path, GPUCOLL_PATH_DELEGATED);
-    put(g_counters.last_form, GPUCOLL_FORM_BLOCKING);
-    put(g_counters.last_bytes_peer, uint64_t{0});
-    put(g_counters.last_sync_rounds, uint64_t{0});
-    put(g_counters.last_bytes_inter, uint64_t{0});
-    note_algorithm(kDelegated);
+    note_last(coll, GPUCOLL_PATH_DELEGATED, GPUCOLL_FORM_BLOCKING, 0, 0, 0, kDelegated);
 }
 
 void counters_get(gpucoll_counters_t* out) {

@@ -687,9 +687,7 @@ int NodeComm::decline_between_nodes(uint64_t seq, bool may_wait) {
         const Status s = send_decline(seq, may_wait);
         if (s != kSuccess) return fail(s, seq);
     }
-    if (segment_.load_acquire(segment_.header().abort) == seq)
-        return set_error(GPUCOLL_ERR_INTERNAL,
-                         "a peer failed this gpucoll collective; see its error output");
+    if (segment_.load_acquire(segment_.header().abort) == seq) return failed_by_peer();
     return GPUCOLL_DECLINED;
 }
 

@@ -3,10 +3,11 @@
 # the instructions of gpucoll's own code (libgpucoll and the component) per
 # host-buffer call, counted by callgrind on rank 0 of np 2
 # (contrib/host-cost.sh), stay under a limit: the classification, the
-# decline and the counters must stay cheap. 136 for a 1 KiB allreduce, 140
-# bcast, 115 allgather when this was written (399 for the allreduce before
-# the host path was trimmed); timings on this VM cannot see such
-# differences.
+# decline and the counters must stay cheap. 131 (allreduce), 137 (bcast)
+# and 136 (allgather) for 1 KiB when this was written; timings on this VM
+# cannot see such differences. bcast and allgather let rank 0 run ahead and
+# spin now and then in the post window (once 159 for allgather): the limit
+# leaves room for that.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -15,10 +16,10 @@ command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/null 
     skip "valgrind is not installed"
 limit=${GPUCOLL_HOST_COST_LIMIT:-200}
 for coll in allreduce bcast allgather; do
-    line=$("$GPUCOLL_SRCDIR/contrib/host-cost.sh" -b "$GPUCOLL_BUILDDIR" -c $coll -s 1024 -n 5000) ||
+    line=$("$GPUCOLL_SRCDIR/contrib/host-cost.sh" -b "$GPUCOLL_BUILDDIR" -c $coll -s 1024) ||
         fail "contrib/host-cost.sh failed for $coll"
     echo "$line"
-    n=$(echo "$line" | sed -n 's/.*: \(-\{0,1\}[0-9][0-9]*\) instructions.*/\1/p')
+    n=$(echo "$line" | sed -n 's/.*: \([0-9][0-9]*\) instructions.*/\1/p')
     [ -n "$n" ] || fail "no count in: $line"
     [ "$n" -gt 20 ] || fail "$coll: $n instructions per host call: gpucoll was not in the calls?"
     [ "$n" -le "$limit" ] || fail "$coll: $n instructions of gpucoll code per host call (limit $limit)"

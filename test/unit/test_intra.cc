@@ -497,13 +497,16 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
         for (int iter = 0; iter < 100 && fail.empty(); ++iter) {
             const bool host_rank = rank == iter % 2;
             void* buf = host_rank ? static_cast<void*>(host.data()) : d;
-            const int rc = gpucoll_comm_host_call(comm, nullptr, buf, GPUCOLL_COLL_ALLREDUCE);
+            int device = -1;
+            const int rc =
+                gpucoll_comm_host_call(comm, nullptr, buf, GPUCOLL_COLL_ALLREDUCE, &device);
             if (host_rank) {
                 if (rc != GPUCOLL_DECLINED) fail = "host buffers: " + std::to_string(rc);
                 continue;
             }
-            if (rc != GPUCOLL_SUCCESS) {
-                fail = "a device buffer was not sent the full way: " + std::to_string(rc);
+            if (rc != GPUCOLL_SUCCESS || device != 2) {
+                fail = "a device buffer was not sent the full way: " + std::to_string(rc) +
+                       ", device mask " + std::to_string(device);
                 continue;
             }
             gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
@@ -511,9 +514,10 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
                 fail = "the device rank's call was not declined";
         }
         if (fail.empty() &&
-            (gpucoll_comm_host_call(nullptr, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
+            (gpucoll_comm_host_call(nullptr, host.data(), nullptr, GPUCOLL_COLL_BCAST, nullptr) !=
                  GPUCOLL_DECLINED ||
-             gpucoll_comm_host_call(nullptr, d, nullptr, GPUCOLL_COLL_BCAST) != GPUCOLL_SUCCESS))
+             gpucoll_comm_host_call(nullptr, d, nullptr, GPUCOLL_COLL_BCAST, nullptr) !=
+                 GPUCOLL_SUCCESS))
             fail = "without a communicator";
         bs.barrier(bs.ctx);
         gpucoll_free_device(d);

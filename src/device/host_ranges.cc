@@ -2,7 +2,6 @@
 
 #include <link.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -44,6 +43,25 @@ const Range& executable() {
     return range;
 }
 
+// The program break, read without calling sbrk: glibc's __curbrk, what
+// sbrk(0) would return (kept by glibc's brk/sbrk and by UCX's replacements
+// of them). sbrk(0) is not a harmless query once UCX has installed its
+// memory hooks in bistro mode (the default of UCX 1.13 and 1.22): the
+// replacement reads the break and then sets it again (brk(current + 0)),
+// and a malloc on another thread that grew the heap in between sees it
+// shrunk back under its feet. On the H100 (UCX 1.22, progress thread
+// classifying buffers while the main thread allocated) that corrupted the
+// heap in 12 of 67 runs of test_forms between faked nodes;
+// InterTransport.HostQueryDoesNotMoveTheBreakUnderUcxHooks reproduces it
+// without a GPU. 0 where the C library has no __curbrk (not glibc): no brk
+// range then, and the backend is asked.
+extern "C" void* __curbrk __attribute__((weak));
+
+uintptr_t program_break() {
+    if (&__curbrk == nullptr) return 0;
+    return reinterpret_cast<uintptr_t>(__atomic_load_n(&__curbrk, __ATOMIC_RELAXED));
+}
+
 // Where the brk heap starts: the "[heap]" line of /proc/self/maps, else the
 // program break now (where the heap will start). Read once.
 uintptr_t read_heap_start() {
@@ -58,7 +76,7 @@ uintptr_t read_heap_start() {
         }
         std::fclose(f);
     }
-    if (start == 0) start = reinterpret_cast<uintptr_t>(sbrk(0));
+    if (start == 0) start = program_break();
     return start;
 }
 
@@ -103,7 +121,7 @@ bool certainly_host(const void* p) {
     const Range& image = executable();
     if (a >= image.lo && a < image.hi) return true;
     const uintptr_t heap = heap_start();
-    if (a >= heap && a < reinterpret_cast<uintptr_t>(sbrk(0))) return true;
+    if (heap != 0 && a >= heap && a < program_break()) return true;
     return on_my_stack(a);
 }
 

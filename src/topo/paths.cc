@@ -199,8 +199,18 @@ Layout choose_layout(const Machine& m, const std::vector<int>& gpu_of_rank) {
         l.why = "two GPUs or fewer: every algorithm uses the one link";
         return l;
     }
+    std::vector<int> distinct = gpu_of_rank;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (distinct.size() == 1) {
+        l.why = "every rank on the same GPU: all read their peers at once";
+        return l;
+    }
     if (full_nvlink_mesh(m, gpu_of_rank)) {
-        l.why = "every pair of GPUs is joined by NVLink: all read their peers at once";
+        l.why = distinct.size() < gpu_of_rank.size()
+                    ? "the ranks' GPUs are all joined by NVLink (some ranks share a GPU): all "
+                      "read their peers at once"
+                    : "every pair of GPUs is joined by NVLink: all read their peers at once";
         return l;
     }
     l.family = Family::RING;

@@ -6,7 +6,9 @@
 // uneven nodes; nonblocking calls between nodes advanced by the progress
 // threads; and the topology computed from node identities.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 
 #include "calls.h"
 #include "config.h"
+#include "device/host_ranges.h"
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
 #include "inter/bcast_plan.h"
@@ -558,6 +561,64 @@ TEST(InterTransport, CancelledSendInFlightIsAbandoned) {
     use_tcp_loopback();
     const int failed = ForkGroup::run(2, 60, run_rank_abandoned_send);
     EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
+}
+
+// The cuda backend tells host memory from the brk heap without the driver
+// (host_ranges), on any thread. Once UCX has installed its memory hooks
+// (bistro mode, the default of UCX 1.13 and 1.22), sbrk(0) is no longer a
+// query: UCX's replacement reads the break and sets it again, so a query on
+// one thread while malloc grows the heap on another moves the break back
+// under malloc (the heap corruption of the H100 runs, ninth session). The
+// query must never call sbrk: with UCX's hooks in place, one thread asks
+// while this one grows, fills, checks and trims the heap. One process,
+// forked: a corrupted heap ends the child, not the test program.
+int run_rank_heap_query_race(int rank, gpucoll_bootstrap_t&) {
+    std::unique_ptr<gpucoll::inter::Transport> t;  // installs UCX's memory hooks
+    if (gpucoll::inter::Transport::create(true, "lo", &t) != GPUCOLL_SUCCESS) {
+        std::fprintf(stderr, "[rank %d] transport: %s\n", rank, gpucoll_last_error());
+        return 100;
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<long> queries{0};
+    void* small = std::malloc(64);  // the main arena: the brk heap
+    std::thread asker([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            (void)gpucoll::host_ranges::certainly_host(small);
+            queries.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    constexpr int kBlocks = 1000;
+    std::vector<char*> blocks(kBlocks);
+    int corrupt = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    for (int round = 0; std::chrono::steady_clock::now() < until && corrupt == 0; ++round) {
+        for (int i = 0; i < kBlocks; ++i) {  // below the mmap threshold: brk
+            const size_t n = 1024 + static_cast<size_t>(i * 37 % 60) * 1024;
+            blocks[i] = static_cast<char*>(std::malloc(n));
+            std::memset(blocks[i], (i + round) & 0x7f, n);
+        }
+        for (int i = 0; i < kBlocks && corrupt == 0; ++i) {
+            const size_t n = 1024 + static_cast<size_t>(i * 37 % 60) * 1024;
+            for (size_t b = 0; b < n; b += 512)
+                if (blocks[i][b] != static_cast<char>((i + round) & 0x7f)) corrupt = round + 1;
+        }
+        for (char* b : blocks) std::free(b);
+        malloc_trim(0);  // shrinks the heap: the break moves down
+    }
+    stop.store(true);
+    asker.join();
+    std::free(small);
+    if (corrupt != 0) std::fprintf(stderr, "[rank %d] heap corrupted in round %d\n", rank, corrupt);
+    if (queries.load() == 0) std::fprintf(stderr, "[rank %d] no query ran\n", rank);
+    return corrupt != 0 || queries.load() == 0 ? 1 : 0;
+}
+
+TEST(InterTransport, HostQueryDoesNotMoveTheBreakUnderUcxHooks) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX";
+#endif
+    const int failed = ForkGroup::run(1, 60, run_rank_heap_query_race);
+    EXPECT_EQ(failed, 0) << "the heap was corrupted (output above)";
 }
 
 class InterNonblocking : public ::testing::TestWithParam<std::vector<int>> {};

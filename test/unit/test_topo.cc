@@ -127,6 +127,18 @@ TEST(TopoFixture, DgxH100WithoutNvlinksIsPcie) {
     EXPECT_EQ(hops_of(m, l.ring, one_rank_per_gpu(m), Path::PIX), 4);
 }
 
+// Ranks sharing one GPU (the lent H100: 3 ranks, one GPU) are direct, and
+// the reason says so rather than claiming NVLinks.
+TEST(TopoFixture, RanksOnOneGpuAreDirect) {
+    const Machine m = load("dgx_h100.xml");  // without NVLinks: PCIe only
+    const Layout l = choose_layout(m, {0, 0, 0});
+    EXPECT_EQ(l.family, Family::DIRECT);
+    EXPECT_NE(l.why.find("same GPU"), std::string::npos) << l.why;
+    EXPECT_EQ(l.why.find("NVLink"), std::string::npos) << l.why;
+    // Two ranks on each of two PCIe GPUs: the ring family, as for four GPUs.
+    EXPECT_EQ(choose_layout(m, {0, 0, 1, 1}).family, Family::RING);
+}
+
 TEST(TopoFixture, PcieWorkstation) {
     const Machine m = load("pcie_4gpu.xml");
     ASSERT_EQ(m.gpus.size(), 4u);

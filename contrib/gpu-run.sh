@@ -22,6 +22,11 @@
 #                    (GPUCOLL_OSU_NB: which; GPUCOLL_OSU_NP, GPUCOLL_OSU_SIZES)
 #   bench-overlap    gpucoll_bench nonblocking allreduce --overlap, np 4, with
 #                    the progress thread on and off
+#   forms-repeat     test_forms between faked nodes (2+1+1, progress thread
+#                    auto, UCX_TLS=tcp,self) GPUCOLL_FORMS_REPEAT times (default
+#                    20, ~4 s each), counting crashes: the heap corruption of
+#                    the ninth session (sbrk under UCX's hooks) crashed 12 of 67
+#                    such runs before its fix (docs/performance.md)
 #   topo             gpucoll_topo on the live machine (hwloc + NVML: the GPU,
 #                    its NVLinks, NICs, JSON), beside nvidia-smi topo -m; the
 #                    topology unit tests; the accelerated path's topology
@@ -233,6 +238,26 @@ step_internode() {
             -T 0.3 -a auto,staged -x "-x LD_LIBRARY_PATH" || rc=1
     done
     return $rc
+}
+
+step_forms_repeat() {
+    local i fails=0 n=${GPUCOLL_FORMS_REPEAT:-20}
+    local wrap='r=$OMPI_COMM_WORLD_RANK; n=0; for c in 2 1 1; do [ "$r" -lt "$c" ] && break;
+        r=$((r - c)); n=$((n + 1)); done; export GPUCOLL_HOSTID=fake$n; exec "$0" "$@"'
+    for i in $(seq 1 "$n"); do
+        if ! timeout 100 mpirun -np 4 --oversubscribe --mca coll_gpucoll_device cuda \
+            --mca coll_gpucoll_progress_thread auto -x LD_LIBRARY_PATH -x UCX_TLS=tcp,self \
+            -x UCX_NET_DEVICES=lo sh -c "$wrap" "$B/test/mpi/test_forms" --between-nodes --quick \
+            >"$out/forms-repeat-$i.txt" 2>&1; then
+            fails=$((fails + 1))
+            echo "run $i FAILED:"
+            grep -E 'Signal|FAIL|rror' "$out/forms-repeat-$i.txt" | head -5
+        else
+            rm -f "$out/forms-repeat-$i.txt"
+        fi
+    done
+    echo "forms-repeat: $fails of $n runs failed"
+    [ "$fails" -eq 0 ]
 }
 
 step_topo() {

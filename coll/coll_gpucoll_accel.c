@@ -166,6 +166,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.nvlink_file = c->nvlink_file;
     config.cost_model = c->cost_model;
     config.rails = c->rails ? 1 : 0;
+    config.wait_warning_s = c->wait_warning;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),

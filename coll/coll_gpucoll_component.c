@@ -39,6 +39,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .host_pipeline = -1,
     .progress_thread = -1,
     .rails = true,
+    .wait_warning = 60,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -174,7 +175,8 @@ static const gpucoll_param_t gpucoll_params[] = {
      "Assert that on every collective call all ranks pass the same kind of memory (all device "
      "or all host buffers). On communicators that span nodes, host-buffer calls then skip "
      "gpucoll entirely, without the per-call message between nodes that tells device ranks "
-     "elsewhere they are declined; a wrong assertion there can hang. On one node it changes "
+     "elsewhere they are declined; a wrong assertion there hangs the other ranks (they say so "
+     "after coll_gpucoll_wait_warning seconds). On one node it changes "
      "nothing (the agreement is a store to shared memory, and a rank that breaks the "
      "assertion must not hang the others).",
      MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
@@ -304,6 +306,15 @@ static const gpucoll_param_t gpucoll_params[] = {
      "gpucoll_topo --model SPEC prints what a model predicts.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.cost_model},
+    {"wait_warning",
+     "Seconds a rank may wait inside one step of a blocking accelerated call for other ranks "
+     "(their arrival in the call, a step of it, the verdict of another node) before it prints, "
+     "once for that wait, whom it waits for. A rank that never makes the call (a missing or "
+     "mismatched collective; between nodes with coll_gpucoll_uniform_memory, a rank that "
+     "passes host memory) cannot be told from a late one: the call would hang silently. Only a "
+     "message: the wait goes on. 0: never.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.wait_warning},
 };
 
 static int gpucoll_register(void) {

@@ -393,6 +393,13 @@ typedef struct gpucoll_comm_config {
      * buffers on three or more nodes), 1 binomial tree, 2 chain (three or
      * more nodes). */
     int inter_bcast;
+    /* A rank that waits this many seconds inside one blocking step of a
+     * call for other ranks (their arrival in the call, a step, a verdict
+     * from another node) says so once, naming whom it waits for: a rank
+     * that never makes the call (a missing or mismatched collective, or a
+     * host buffer under uniform_memory between nodes) cannot be told from a
+     * late one, and this turns such a hang into a visible one. 0: never. */
+    double wait_warning_s;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

@@ -139,6 +139,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->progress_thread = -1;
     config->rails = 1;
     config->inter_bcast = 0;
+    config->wait_warning_s = 60;
     config->verbose = 0;
     config->log = nullptr;
 }

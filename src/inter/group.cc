@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/wait_watch.h"
 #include "device/reduce_ops.h"
 #include "intra/progress_agent.h"
 
@@ -150,6 +151,22 @@ Status Group::check_abort(uint64_t seq) {
     return kSuccess;
 }
 
+void Group::warn_waiting(uint64_t seq, int peer, bool receiving) const {
+    char whom[128];
+    const int rank = peer >= 0 && static_cast<size_t>(peer) < config_.member_ranks.size()
+                         ? config_.member_ranks[static_cast<size_t>(peer)]
+                         : -1;
+    std::snprintf(whom, sizeof whom, "rank %d on another node (%s)", rank,
+                  receiving ? "its data or verdict" : "to take this rank's data");
+    const std::string text =
+        wait_warning_text(seq, config_.wait_warning_s, whom, config_.uniform_memory);
+    // Open MPI's output functions are not for threads it does not know.
+    if (config_.log != nullptr && !intra::ProgressAgent::on_agent_thread())
+        config_.log(0, text.c_str());
+    else
+        std::fprintf(stderr, "gpucoll: %s\n", text.c_str());
+}
+
 void Group::abort(uint64_t seq) {
     for (int p = 0; p < size(); ++p) {
         if (p == me_) continue;
@@ -198,6 +215,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         while (at < ops.size() && ops[at].bytes == 0 && !ops[at].host) ++at;
     };
     unsigned idle = 0;  // passes without completions in a row
+    WaitWatch watch(timeout_s > 0 ? 0 : config_.wait_warning_s);
     for (unsigned spins = 0; sends_left + recvs_left > 0; ++spins) {
         // Start what free slots allow: receives first, so that sends find them.
         for (int i = 0; i < slots; ++i) {
@@ -287,6 +305,16 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
+            if (spins % 256 == 128 && watch.due()) {
+                // Whom: a receive still waited for, else a send's member.
+                int peer = -1;
+                bool receiving = false;
+                for (const Slot& sl : recv_slots)
+                    if (sl.busy && peer < 0) peer = recvs[sl.op].peer, receiving = true;
+                for (const Slot& sl : send_slots)
+                    if (sl.busy && peer < 0) peer = sends[sl.op].peer;
+                warn_waiting(seq, peer, receiving);
+            }
             if (timeout_s > 0 && spins % 256 == 255 &&
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
                     timeout_s)

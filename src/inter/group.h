@@ -43,6 +43,13 @@ struct GroupConfig {
     // ranks than cores on the node (a spinning rank would take the core from
     // one that works); otherwise spinning keeps the latency low.
     bool sleep_when_idle = false;
+    // A transfer that waits this long for a member says so, once, through
+    // log (common/wait_watch.h); 0: never. member_ranks: each member's rank
+    // in the communicator, for that message.
+    double wait_warning_s = 0;
+    bool uniform_memory = false;
+    void (*log)(int level, const char* message) = nullptr;
+    std::vector<int> member_ranks;
 };
 
 class Group {
@@ -106,6 +113,9 @@ public:
 
 private:
     Status check_abort(uint64_t seq);
+    // The once-per-wait message of a transfer that has waited
+    // config_.wait_warning_s for member peer.
+    void warn_waiting(uint64_t seq, int peer, bool receiving) const;
 
     // One send or receive chunk in flight (a slot of the pinned pool).
     struct Slot {

@@ -103,6 +103,9 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     gc.bcast = config.inter_bcast;
     gc.progress = config.progress;
     gc.sleep_when_idle = processes_on_machine(topo) > machine_cores();
+    gc.wait_warning_s = config.wait_warning_s;
+    gc.uniform_memory = config.uniform_memory != 0;
+    gc.log = config.log;
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
     auto make_group = [&](int local, std::unique_ptr<Group>* group) {
         std::vector<Endpoint*> eps;
@@ -115,8 +118,11 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
             eps.push_back(ep);
         }
         if (ok) {
+            GroupConfig mine = gc;
+            for (int n = 0; n < topo.nodes(); ++n)
+                mine.member_ranks.push_back(topo.members[n][local]);
             *group = std::make_unique<Group>(transport, device, std::move(eps), topo.node, comm_id,
-                                             gc, node_abort);
+                                             mine, node_abort);
             ok = (*group)->start() == kSuccess;
         }
     };

@@ -14,6 +14,7 @@
 #include "algo/hierarchical.h"
 #include "common/bootstrap.h"
 #include "common/machine.h"
+#include "common/wait_watch.h"
 #include "core/counters.h"
 #include "core/runtime.h"
 #include "device/reduce_ops.h"
@@ -417,6 +418,7 @@ uint64_t* NodeComm::flag(int p) const { return reinterpret_cast<uint64_t*>(peer_
 Status NodeComm::wait_stream(uint64_t seq) {
     // Poll rather than block: Open MPI's communication must progress meanwhile.
     bool released = false;
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0;; ++spins) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
@@ -428,6 +430,9 @@ Status NodeComm::wait_stream(uint64_t seq) {
             released = true;
         }
         if (spins % 16 == 0) idle();
+        if (spins % 1024 == 0 && watch.due())
+            warn_waiting(seq, device_flags_ ? "this rank's GPU work (its waits on the peers' steps)"
+                                            : "this rank's GPU work");
         sched_yield();
     }
 }
@@ -484,6 +489,7 @@ Status NodeComm::publish_reached() {
 Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0;; ++spins) {
         if (segment_.load_acquire(flag) >= word) {
             // A peer that failed this call moves on to the next one, whose
@@ -499,6 +505,17 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
             __builtin_ia32_pause();
         } else {
             if (spins % 16 == 0) idle();
+            if (spins % 1024 == 0 && watch.due()) {
+                const unsigned step = static_cast<unsigned>(word & kStepDone);
+                char whom[96];
+                if (step == 0)
+                    std::snprintf(whom, sizeof whom, "rank %d (this node) to enter it",
+                                  global_rank(peer));
+                else
+                    std::snprintf(whom, sizeof whom, "rank %d (this node) to finish its step %u",
+                                  global_rank(peer), step);
+                warn_waiting(seq, whom);
+            }
             sched_yield();
         }
     }
@@ -535,6 +552,12 @@ void NodeComm::log(int level, const char* fmt, ...) const {
         config_.log(level, msg);
     else
         std::fprintf(stderr, "gpucoll[%d]: %s\n", rank_, msg);
+}
+
+void NodeComm::warn_waiting(uint64_t seq, const char* whom) const {
+    const bool uniform = config_.uniform_memory != 0 && hier_ != nullptr;
+    log(0 /* always */, "%s",
+        wait_warning_text(seq, config_.wait_warning_s, whom, uniform).c_str());
 }
 
 void NodeComm::idle() const {
@@ -783,7 +806,10 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
     }
     // Uneven nodes: local rank 0 exchanged for this node.
     const std::atomic<uint64_t>& word = verdict_word(seq);
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0; segment_.load_acquire(word) < progress_word(seq, 0); ++spins) {
+        if (spins % 1024 == 1023 && watch.due())
+            warn_waiting(seq, "this node's first rank to publish the other nodes' verdict");
         if (segment_.load_acquire(segment_.header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");

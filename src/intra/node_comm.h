@@ -267,6 +267,9 @@ public:
     int fail(Status s, uint64_t seq);
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
+    // Says (always) that call seq has waited config's wait_warning_s for
+    // whom, and what can make a wait endless (common/wait_watch.h).
+    void warn_waiting(uint64_t seq, const char* whom) const;
     // What a waiting rank does every few spins: Open MPI's progress (the
     // component's function), except on a progress agent's thread, which must
     // not call it.

@@ -18,9 +18,17 @@
  *     the accelerated path (the progress thread may run it);
  *  5. --kill: rank 1 dies (SIGKILL) before a call the others enter: the job
  *     must end through mpirun's fault handling (internode.sh times it).
- * usage: test_internode [common options] [--inject [--nonblocking] | --kill]
+ *  6. --late S: the last rank enters an allreduce S seconds after the
+ *     others, which wait (and, with coll_gpucoll_wait_warning below S, say
+ *     whom they wait for: internode.sh reads it); the result is checked.
+ *  7. --mixed-only: only the call of 3 (rank 0 on host memory); with
+ *     coll_gpucoll_uniform_memory that breaks the assertion and the others
+ *     wait for rank 0 for ever (internode.sh checks that they say so).
+ * usage: test_internode [common options]
+ *        [--inject [--nonblocking] | --kill | --late S | --mixed-only]
  */
 #include <signal.h>
+#include <unistd.h>
 
 #include "mpi_test_util.h"
 
@@ -302,7 +310,7 @@ static void test_inject(const shape_t* s, int nonblocking) {
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_internode");
-    int inject = 0, kill_rank1 = 0, nonblocking = 0;
+    int inject = 0, kill_rank1 = 0, nonblocking = 0, late = 0, mixed_only = 0;
     for (int i = 1; i < argc; ++i) {
         int r = tu_parse_option(argc, argv, &i);
         if (r == 0 && strcmp(argv[i], "--inject") == 0) {
@@ -311,6 +319,10 @@ int main(int argc, char** argv) {
             nonblocking = 1;
         } else if (r == 0 && strcmp(argv[i], "--kill") == 0) {
             kill_rank1 = 1;
+        } else if (r == 0 && strcmp(argv[i], "--late") == 0 && i + 1 < argc) {
+            late = atoi(argv[++i]);
+        } else if (r == 0 && strcmp(argv[i], "--mixed-only") == 0) {
+            mixed_only = 1;
         } else if (r <= 0) {
             fprintf(stderr, "test_internode: bad option '%s'\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
@@ -321,7 +333,14 @@ int main(int argc, char** argv) {
     if (tu.world_rank == 0)
         printf("test_internode: %d ranks on %d nodes (%s)\n", tu.world_size, s.nodes,
                s.equal ? "equal" : "uneven");
-    if (kill_rank1) {
+    if (late > 0) {
+        test_allreduce(&s, 1000, 0); /* the path is set up */
+        if (tu.world_rank == tu.world_size - 1) sleep((unsigned)late);
+        test_allreduce(&s, 1000, 0);
+    } else if (mixed_only) {
+        test_allreduce(&s, 1000, 0);
+        test_mixed();
+    } else if (kill_rank1) {
         test_allreduce(&s, 1000, 0);
         if (tu.world_rank == 1) raise(SIGKILL);
         test_allreduce(&s, (size_t)1 << 20, 0); /* never returns on the others */

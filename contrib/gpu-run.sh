@@ -245,12 +245,14 @@ step_forms_repeat() {
     local wrap='r=$OMPI_COMM_WORLD_RANK; n=0; for c in 2 1 1; do [ "$r" -lt "$c" ] && break;
         r=$((r - c)); n=$((n + 1)); done; export GPUCOLL_HOSTID=fake$n; exec "$0" "$@"'
     for i in $(seq 1 "$n"); do
-        if ! timeout 100 mpirun -np 4 --oversubscribe --mca coll_gpucoll_device cuda \
+        local rc=0
+        timeout -k 5 40 mpirun -np 4 --oversubscribe --mca coll_gpucoll_device cuda \
             --mca coll_gpucoll_progress_thread auto -x LD_LIBRARY_PATH -x UCX_TLS=tcp,self \
             -x UCX_NET_DEVICES=lo sh -c "$wrap" "$B/test/mpi/test_forms" --between-nodes --quick \
-            >"$out/forms-repeat-$i.txt" 2>&1; then
+            >"$out/forms-repeat-$i.txt" 2>&1 || rc=$?
+        if [ "$rc" -ne 0 ]; then
             fails=$((fails + 1))
-            echo "run $i FAILED:"
+            echo "run $i FAILED with status $rc (124/137: cut at 40 s, a hang; 139: a crash):"
             grep -E 'Signal|FAIL|rror' "$out/forms-repeat-$i.txt" | head -5
         else
             rm -f "$out/forms-repeat-$i.txt"

@@ -152,19 +152,24 @@ Status Group::check_abort(uint64_t seq) {
 }
 
 void Group::warn_waiting(uint64_t seq, int peer, bool receiving) const {
-    char whom[128];
-    const int rank = peer >= 0 && static_cast<size_t>(peer) < config_.member_ranks.size()
-                         ? config_.member_ranks[static_cast<size_t>(peer)]
-                         : -1;
-    std::snprintf(whom, sizeof whom, "rank %d on another node (%s)", rank,
-                  receiving ? "its data or verdict" : "to take this rank's data");
+    auto rank_of = [this](int member) {
+        return member >= 0 && static_cast<size_t>(member) < config_.member_ranks.size()
+                   ? config_.member_ranks[static_cast<size_t>(member)]
+                   : -1;
+    };
+    char whom[160];
+    std::snprintf(whom, sizeof whom, "rank %d on another node (%s of call %llu)", rank_of(peer),
+                  receiving ? "its data or its node's verdict" : "to take this rank's data",
+                  static_cast<unsigned long long>(seq));
+    // A rank that does not receive what we send is in the call (it answered
+    // the verdict) or never came (only its node's verdict can tell).
     const std::string text =
-        wait_warning_text(seq, config_.wait_warning_s, whom, config_.uniform_memory);
-    // Open MPI's output functions are not for threads it does not know.
-    if (config_.log != nullptr && !intra::ProgressAgent::on_agent_thread())
+        wait_warning_text(config_.wait_warning_s, whom, true, config_.uniform_memory);
+    if (config_.log != nullptr) {
         config_.log(0, text.c_str());
-    else
-        std::fprintf(stderr, "gpucoll: %s\n", text.c_str());
+    } else {
+        std::fprintf(stderr, "gpucoll[%d]: %s\n", rank_of(me_), text.c_str());
+    }
 }
 
 void Group::abort(uint64_t seq) {
@@ -215,7 +220,10 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         while (at < ops.size() && ops[at].bytes == 0 && !ops[at].host) ++at;
     };
     unsigned idle = 0;  // passes without completions in a row
-    WaitWatch watch(timeout_s > 0 ? 0 : config_.wait_warning_s);
+    // Not the hello (its own timeout), not on a progress thread (waits of
+    // nonblocking calls: a peer computing before its next call is normal).
+    WaitWatch watch(
+        timeout_s > 0 || intra::ProgressAgent::on_agent_thread() ? 0 : config_.wait_warning_s);
     for (unsigned spins = 0; sends_left + recvs_left > 0; ++spins) {
         // Start what free slots allow: receives first, so that sends find them.
         for (int i = 0; i < slots; ++i) {
@@ -305,7 +313,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
-            if (spins % 256 == 128 && watch.due()) {
+            if (spins % 16 == 8 && watch.due()) {
                 // Whom: a receive still waited for, else a send's member.
                 int peer = -1;
                 bool receiving = false;

@@ -114,7 +114,8 @@ public:
 private:
     Status check_abort(uint64_t seq);
     // The once-per-wait message of a transfer that has waited
-    // config_.wait_warning_s for member peer.
+    // config_.wait_warning_s for member peer (never on a progress thread:
+    // config_.log may be Open MPI's output).
     void warn_waiting(uint64_t seq, int peer, bool receiving) const;
 
     // One send or receive chunk in flight (a slot of the pinned pool).

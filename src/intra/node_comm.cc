@@ -418,7 +418,7 @@ uint64_t* NodeComm::flag(int p) const { return reinterpret_cast<uint64_t*>(peer_
 Status NodeComm::wait_stream(uint64_t seq) {
     // Poll rather than block: Open MPI's communication must progress meanwhile.
     bool released = false;
-    WaitWatch watch(config_.wait_warning_s);
+    WaitWatch watch(wait_warning_s());
     for (unsigned spins = 0;; ++spins) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
@@ -429,10 +429,16 @@ Status NodeComm::wait_stream(uint64_t seq) {
                     (void)device_->write_flag(flag(p), progress_word(seq, kStepDone), nullptr);
             released = true;
         }
-        if (spins % 16 == 0) idle();
-        if (spins % 1024 == 0 && watch.due())
-            warn_waiting(seq, device_flags_ ? "this rank's GPU work (its waits on the peers' steps)"
-                                            : "this rank's GPU work");
+        if (spins % 16 == 0) {
+            idle();
+            if (watch.due()) {
+                char whom[128];
+                std::snprintf(whom, sizeof whom, "this rank's GPU work of call %llu%s",
+                              static_cast<unsigned long long>(seq),
+                              device_flags_ ? " (it waits on the peers' steps)" : "");
+                warn_waiting(whom, false);
+            }
+        }
         sched_yield();
     }
 }
@@ -489,7 +495,7 @@ Status NodeComm::publish_reached() {
 Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
-    WaitWatch watch(config_.wait_warning_s);
+    WaitWatch watch(wait_warning_s());
     for (unsigned spins = 0;; ++spins) {
         if (segment_.load_acquire(flag) >= word) {
             // A peer that failed this call moves on to the next one, whose
@@ -504,17 +510,20 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
-            if (spins % 16 == 0) idle();
-            if (spins % 1024 == 0 && watch.due()) {
-                const unsigned step = static_cast<unsigned>(word & kStepDone);
-                char whom[96];
-                if (step == 0)
-                    std::snprintf(whom, sizeof whom, "rank %d (this node) to enter it",
-                                  global_rank(peer));
-                else
-                    std::snprintf(whom, sizeof whom, "rank %d (this node) to finish its step %u",
-                                  global_rank(peer), step);
-                warn_waiting(seq, whom);
+            if (spins % 16 == 0) {
+                idle();
+                if (watch.due()) {
+                    const unsigned step = static_cast<unsigned>(word & kStepDone);
+                    char whom[128];
+                    if (step == 0)
+                        std::snprintf(whom, sizeof whom, "rank %d (this node) to enter call %llu",
+                                      global_rank(peer), static_cast<unsigned long long>(seq));
+                    else
+                        std::snprintf(
+                            whom, sizeof whom, "rank %d (this node) to finish step %u of call %llu",
+                            global_rank(peer), step, static_cast<unsigned long long>(seq));
+                    warn_waiting(whom, step == 0);
+                }
             }
             sched_yield();
         }
@@ -547,17 +556,24 @@ void NodeComm::log(int level, const char* fmt, ...) const {
     va_end(ap);
     // Open MPI's output functions are not for threads it does not know.
     if (ProgressAgent::on_agent_thread())
-        std::fprintf(stderr, "gpucoll[rank %d, progress thread]: %s\n", rank_, msg);
+        std::fprintf(stderr, "gpucoll[rank %d, progress thread]: %s\n", global_rank(rank_), msg);
     else if (config_.log != nullptr)
         config_.log(level, msg);
     else
-        std::fprintf(stderr, "gpucoll[%d]: %s\n", rank_, msg);
+        std::fprintf(stderr, "gpucoll[%d]: %s\n", global_rank(rank_), msg);
 }
 
-void NodeComm::warn_waiting(uint64_t seq, const char* whom) const {
+double NodeComm::wait_warning_s() const {
+    // A progress thread's waits are the background of nonblocking calls
+    // (a peer computing before its next call is normal there): only the
+    // application's own threads say they wait.
+    return ProgressAgent::on_agent_thread() ? 0 : config_.wait_warning_s;
+}
+
+void NodeComm::warn_waiting(const char* whom, bool arrival) const {
     const bool uniform = config_.uniform_memory != 0 && hier_ != nullptr;
     log(0 /* always */, "%s",
-        wait_warning_text(seq, config_.wait_warning_s, whom, uniform).c_str());
+        wait_warning_text(config_.wait_warning_s, whom, arrival, uniform).c_str());
 }
 
 void NodeComm::idle() const {
@@ -741,6 +757,7 @@ void NodeComm::advance_background(Sweep how) {
     const bool wait_all = how == Sweep::All;
     const size_t keep = wait_all ? 0 : kBackgroundMax;
     const auto start = std::chrono::steady_clock::now();
+    WaitWatch watch(how == Sweep::Bound ? wait_warning_s() : 0);  // teardown: its own bound
     for (unsigned spins = 0; !background_.empty(); ++spins) {
         for (auto it = background_.begin(); it != background_.end();) {
             bool done = false;
@@ -767,7 +784,18 @@ void NodeComm::advance_background(Sweep how) {
             background_.clear();  // their receives are cancelled
             break;
         }
-        if (spins % 16 == 15) idle();
+        if (spins % 16 == 15) {
+            idle();
+            if (watch.due()) {
+                char whom[160];
+                std::snprintf(whom, sizeof whom,
+                              "the other nodes' answer to this rank's declined call %llu (more "
+                              "than %zu declined calls are waiting for theirs)",
+                              static_cast<unsigned long long>(background_.front().first),
+                              kBackgroundMax);
+                warn_waiting(whom, true);
+            }
+        }
         sched_yield();
     }
 }
@@ -806,14 +834,22 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
     }
     // Uneven nodes: local rank 0 exchanged for this node.
     const std::atomic<uint64_t>& word = verdict_word(seq);
-    WaitWatch watch(config_.wait_warning_s);
+    WaitWatch watch(wait_warning_s());
     for (unsigned spins = 0; segment_.load_acquire(word) < progress_word(seq, 0); ++spins) {
-        if (spins % 1024 == 1023 && watch.due())
-            warn_waiting(seq, "this node's first rank to publish the other nodes' verdict");
         if (segment_.load_acquire(segment_.header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
-        if (spins % 16 == 15) idle();
+        if (spins % 16 == 15) {
+            idle();
+            if (watch.due()) {
+                char whom[128];
+                std::snprintf(whom, sizeof whom,
+                              "rank %d (this node's first) to publish the other nodes' verdict on "
+                              "call %llu",
+                              global_rank(0), static_cast<unsigned long long>(seq));
+                warn_waiting(whom, true);
+            }
+        }
         sched_yield();
     }
     const uint64_t got = segment_.load_acquire(word);
@@ -1144,11 +1180,22 @@ bool NodeComm::progress(bool post_only) {
 
 void NodeComm::drain(bool unless_aborted) {
     if (queue_.empty()) return;  // the common case: nothing started before
+    WaitWatch watch(unless_aborted ? 0 : wait_warning_s());  // teardown: not a call
     for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
-            if (spins % 16 == 0) idle();
+            if (spins % 16 == 0) {
+                idle();
+                if (!queue_.empty() && watch.due()) {
+                    char whom[128];
+                    std::snprintf(whom, sizeof whom,
+                                  "the nonblocking calls this rank started before to end (the "
+                                  "oldest: call %llu)",
+                                  static_cast<unsigned long long>(queue_.front()->seq));
+                    warn_waiting(whom, true);
+                }
+            }
             sched_yield();
         }
     }

@@ -267,9 +267,12 @@ public:
     int fail(Status s, uint64_t seq);
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
-    // Says (always) that call seq has waited config's wait_warning_s for
-    // whom, and what can make a wait endless (common/wait_watch.h).
-    void warn_waiting(uint64_t seq, const char* whom) const;
+    // Says (always) that a wait has lasted config's wait_warning_s for whom
+    // (with the call), and what can make it endless: arrival, a rank that
+    // never makes the call; else one that stopped in it (common/wait_watch.h).
+    void warn_waiting(const char* whom, bool arrival) const;
+    // The wait after which a wait says so: 0 on a progress thread.
+    double wait_warning_s() const;
     // What a waiting rank does every few spins: Open MPI's progress (the
     // component's function), except on a progress agent's thread, which must
     // not call it.

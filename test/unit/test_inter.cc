@@ -7,7 +7,9 @@
 // threads; and the topology computed from node identities.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "calls.h"
+#include "common/sanitizers.h"
 #include "config.h"
 #include "device/host_ranges.h"
 #include "fork_bootstrap.h"
@@ -581,6 +584,8 @@ int run_rank_heap_query_race(int rank, gpucoll_bootstrap_t&) {
     std::atomic<bool> stop{false};
     std::atomic<long> queries{0};
     void* small = std::malloc(64);  // the main arena: the brk heap
+    const void* lowest = sbrk(0);   // this thread only: nobody grows the heap yet
+    const void* highest = lowest;
     std::thread asker([&] {
         while (!stop.load(std::memory_order_relaxed)) {
             (void)gpucoll::host_ranges::certainly_host(small);
@@ -602,6 +607,7 @@ int run_rank_heap_query_race(int rank, gpucoll_bootstrap_t&) {
             for (size_t b = 0; b < n; b += 512)
                 if (blocks[i][b] != static_cast<char>((i + round) & 0x7f)) corrupt = round + 1;
         }
+        highest = std::max(highest, static_cast<const void*>(blocks[kBlocks - 1]));
         for (char* b : blocks) std::free(b);
         malloc_trim(0);  // shrinks the heap: the break moves down
     }
@@ -610,12 +616,17 @@ int run_rank_heap_query_race(int rank, gpucoll_bootstrap_t&) {
     std::free(small);
     if (corrupt != 0) std::fprintf(stderr, "[rank %d] heap corrupted in round %d\n", rank, corrupt);
     if (queries.load() == 0) std::fprintf(stderr, "[rank %d] no query ran\n", rank);
-    return corrupt != 0 || queries.load() == 0 ? 1 : 0;
+    // The heap must have grown past where it started, or nothing was tried.
+    if (highest <= lowest) std::fprintf(stderr, "[rank %d] the heap never grew\n", rank);
+    return corrupt != 0 || queries.load() == 0 || highest <= lowest ? 1 : 0;
 }
 
 TEST(InterTransport, HostQueryDoesNotMoveTheBreakUnderUcxHooks) {
 #ifndef GPUCOLL_HAVE_UCX
     GTEST_SKIP() << "built without UCX";
+#endif
+#ifdef GPUCOLL_ADDRESS_SANITIZER
+    GTEST_SKIP() << "ASan's allocator takes no memory from brk: nothing to race with";
 #endif
     const int failed = ForkGroup::run(1, 60, run_rank_heap_query_race);
     EXPECT_EQ(failed, 0) << "the heap was corrupted (output above)";

@@ -432,11 +432,9 @@ Status NodeComm::wait_stream(uint64_t seq) {
         if (spins % 16 == 0) {
             idle();
             if (watch.due()) {
-                char whom[128];
-                std::snprintf(whom, sizeof whom, "this rank's GPU work of call %llu%s",
-                              static_cast<unsigned long long>(seq),
-                              device_flags_ ? " (it waits on the peers' steps)" : "");
-                warn_waiting(whom, false);
+                warn_waiting(false, "this rank's GPU work of call %llu%s",
+                             static_cast<unsigned long long>(seq),
+                             device_flags_ ? " (it waits on the peers' steps)" : "");
             }
         }
         sched_yield();
@@ -514,15 +512,12 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
                 idle();
                 if (watch.due()) {
                     const unsigned step = static_cast<unsigned>(word & kStepDone);
-                    char whom[128];
                     if (step == 0)
-                        std::snprintf(whom, sizeof whom, "rank %d (this node) to enter call %llu",
-                                      global_rank(peer), static_cast<unsigned long long>(seq));
+                        warn_waiting(true, "rank %d (this node) to enter call %llu",
+                                     global_rank(peer), static_cast<unsigned long long>(seq));
                     else
-                        std::snprintf(
-                            whom, sizeof whom, "rank %d (this node) to finish step %u of call %llu",
-                            global_rank(peer), step, static_cast<unsigned long long>(seq));
-                    warn_waiting(whom, step == 0);
+                        warn_waiting(false, "rank %d (this node) to finish step %u of call %llu",
+                                     global_rank(peer), step, static_cast<unsigned long long>(seq));
                 }
             }
             sched_yield();
@@ -570,7 +565,12 @@ double NodeComm::wait_warning_s() const {
     return ProgressAgent::on_agent_thread() ? 0 : config_.wait_warning_s;
 }
 
-void NodeComm::warn_waiting(const char* whom, bool arrival) const {
+void NodeComm::warn_waiting(bool arrival, const char* fmt, ...) const {
+    char whom[192];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(whom, sizeof whom, fmt, ap);
+    va_end(ap);
     const bool uniform = config_.uniform_memory != 0 && hier_ != nullptr;
     log(0 /* always */, "%s",
         wait_warning_text(config_.wait_warning_s, whom, arrival, uniform).c_str());
@@ -787,13 +787,11 @@ void NodeComm::advance_background(Sweep how) {
         if (spins % 16 == 15) {
             idle();
             if (watch.due()) {
-                char whom[160];
-                std::snprintf(whom, sizeof whom,
-                              "the other nodes' answer to this rank's declined call %llu (more "
-                              "than %zu declined calls are waiting for theirs)",
-                              static_cast<unsigned long long>(background_.front().first),
-                              kBackgroundMax);
-                warn_waiting(whom, true);
+                warn_waiting(true,
+                             "the other nodes' answer to this rank's declined call %llu (more "
+                             "than %zu declined calls are waiting for theirs)",
+                             static_cast<unsigned long long>(background_.front().first),
+                             kBackgroundMax);
             }
         }
         sched_yield();
@@ -842,12 +840,10 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
         if (spins % 16 == 15) {
             idle();
             if (watch.due()) {
-                char whom[128];
-                std::snprintf(whom, sizeof whom,
-                              "rank %d (this node's first) to publish the other nodes' verdict on "
-                              "call %llu",
-                              global_rank(0), static_cast<unsigned long long>(seq));
-                warn_waiting(whom, true);
+                warn_waiting(true,
+                             "rank %d (this node's first) to publish the other nodes' verdict on "
+                             "call %llu",
+                             global_rank(0), static_cast<unsigned long long>(seq));
             }
         }
         sched_yield();
@@ -1188,12 +1184,10 @@ void NodeComm::drain(bool unless_aborted) {
             if (spins % 16 == 0) {
                 idle();
                 if (!queue_.empty() && watch.due()) {
-                    char whom[128];
-                    std::snprintf(whom, sizeof whom,
-                                  "the nonblocking calls this rank started before to end (the "
-                                  "oldest: call %llu)",
-                                  static_cast<unsigned long long>(queue_.front()->seq));
-                    warn_waiting(whom, true);
+                    warn_waiting(true,
+                                 "the nonblocking calls this rank started before to end (the "
+                                 "oldest: call %llu)",
+                                 static_cast<unsigned long long>(queue_.front()->seq));
                 }
             }
             sched_yield();

@@ -268,9 +268,11 @@ public:
     bool aborted() const;
     void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
     // Says (always) that a wait has lasted config's wait_warning_s for whom
-    // (with the call), and what can make it endless: arrival, a rank that
-    // never makes the call; else one that stopped in it (common/wait_watch.h).
-    void warn_waiting(const char* whom, bool arrival) const;
+    // (printf format: who, and the call), and what can make it endless:
+    // arrival, a rank that never makes the call; else one that stopped in it
+    // (common/wait_watch.h).
+    void warn_waiting(bool arrival, const char* fmt, ...) const
+        __attribute__((format(printf, 3, 4)));
     // The wait after which a wait says so: 0 on a progress thread.
     double wait_warning_s() const;
     // What a waiting rank does every few spins: Open MPI's progress (the

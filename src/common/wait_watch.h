@@ -31,6 +31,10 @@ public:
         return true;
     }
 
+    // Something moved: the wait starts again (a long transfer that keeps
+    // completing chunks is not a wait for someone who never comes).
+    void reset() { started_ = false; }
+
 private:
     double after_s_;
     bool started_ = false;

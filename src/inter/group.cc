@@ -309,7 +309,7 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             }
             sl.busy = false, --recvs_left, any = true;
         }
-        if (any) idle = 0;
+        if (any) idle = 0, watch.reset();
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);

@@ -1177,7 +1177,9 @@ bool NodeComm::progress(bool post_only) {
 void NodeComm::drain(bool unless_aborted) {
     if (queue_.empty()) return;  // the common case: nothing started before
     WaitWatch watch(unless_aborted ? 0 : wait_warning_s());  // teardown: not a call
+    size_t left = queue_.size();
     for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
+        if (queue_.size() < left) left = queue_.size(), watch.reset();  // one ended
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "common/sanitizers.h"
+#include "common/wait_watch.h"
 #include "device/device.h"
 #include "device/host_ranges.h"
 #include "gpucoll.h"
@@ -242,4 +244,40 @@ TEST_F(Api, HostRangesAnswerOnlyCertainHostMemory) {
     EXPECT_TRUE(own);
 #endif
     EXPECT_FALSE(other);
+}
+
+// The watch behind coll_gpucoll_wait_warning: due once, after its time;
+// never when off; a reset (something moved) starts the wait again.
+TEST(WaitWatch, DueOnceAfterItsTimeAndAgainAfterAReset) {
+    using namespace std::chrono_literals;
+    gpucoll::WaitWatch off(0);
+    EXPECT_FALSE(off.due());
+    std::this_thread::sleep_for(5ms);
+    EXPECT_FALSE(off.due());
+
+    gpucoll::WaitWatch w(0.05);
+    EXPECT_FALSE(w.due());  // the clock starts here
+    std::this_thread::sleep_for(70ms);
+    EXPECT_TRUE(w.due());
+    EXPECT_FALSE(w.due());  // said once
+    std::this_thread::sleep_for(70ms);
+    EXPECT_FALSE(w.due());
+
+    // Wide margins: on a loaded machine a sleep may last much longer.
+    gpucoll::WaitWatch r(0.5);
+    EXPECT_FALSE(r.due());
+    std::this_thread::sleep_for(300ms);
+    r.reset();
+    EXPECT_FALSE(r.due());  // starts again
+    std::this_thread::sleep_for(100ms);
+    EXPECT_FALSE(r.due());  // ~0.1 s into the new wait (0.4 s without the reset)
+    std::this_thread::sleep_for(450ms);
+    EXPECT_TRUE(r.due());
+
+    const std::string arrival = gpucoll::wait_warning_text(60, "rank 3 (this node)", true, true);
+    EXPECT_NE(arrival.find("never makes the call"), std::string::npos) << arrival;
+    EXPECT_NE(arrival.find("uniform_memory"), std::string::npos) << arrival;
+    const std::string step = gpucoll::wait_warning_text(60, "rank 3 (this node)", false, true);
+    EXPECT_EQ(step.find("never makes the call"), std::string::npos) << step;
+    EXPECT_NE(step.find("in the call but does not go on"), std::string::npos) << step;
 }

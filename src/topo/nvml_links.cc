@@ -29,6 +29,7 @@ struct Nvml {
     decltype(&nvmlDeviceGetNvLinkState) link_state = nullptr;
     decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2) remote_pci = nullptr;
     decltype(&nvmlDeviceGetNvLinkRemoteDeviceType) remote_type = nullptr;  // may be absent
+    decltype(&nvmlDeviceGetName) device_name = nullptr;                    // may be absent
     bool initialized = false;
 
     Nvml() = default;
@@ -60,6 +61,7 @@ struct Nvml {
             return false;
         }
         sym(&remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+        sym(&device_name, "nvmlDeviceGetName");
         const nvmlReturn_t rc = init();
         if (rc != NVML_SUCCESS) {
             *why = std::string("nvmlInit failed: ") + error(rc);
@@ -85,6 +87,12 @@ bool query_nvml_links(Machine* m, std::string* why) {
         nvmlDevice_t dev{};
         if (nvml.by_bus_id(m->gpus[g].bus_id.c_str(), &dev) != NVML_SUCCESS) continue;
         ++answered;
+        // The product name for the report, where hwloc gave none (its CUDA
+        // and NVML plugins are not in every build: Debian's has neither).
+        char product[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+        if (m->gpus[g].name.empty() && nvml.device_name != nullptr &&
+            nvml.device_name(dev, product, sizeof product) == NVML_SUCCESS)
+            m->gpus[g].name = product;
         for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
             nvmlEnableState_t active = NVML_FEATURE_DISABLED;
             if (nvml.link_state(dev, link, &active) != NVML_SUCCESS ||

@@ -109,8 +109,10 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
     auto make_group = [&](int local, std::unique_ptr<Group>* group) {
         std::vector<Endpoint*> eps;
+        GroupConfig mine = gc;
         for (int n = 0; n < topo.nodes() && ok; ++n) {
             const int r = topo.members[n][local];
+            mine.member_ranks.push_back(r);
             Endpoint* ep = nullptr;
             if (r != topo.rank)
                 ok = transport->connect(all.data() + static_cast<size_t>(r) * longest, lengths[r],
@@ -118,9 +120,6 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
             eps.push_back(ep);
         }
         if (ok) {
-            GroupConfig mine = gc;
-            for (int n = 0; n < topo.nodes(); ++n)
-                mine.member_ranks.push_back(topo.members[n][local]);
             *group = std::make_unique<Group>(transport, device, std::move(eps), topo.node, comm_id,
                                              mine, node_abort);
             ok = (*group)->start() == kSuccess;

@@ -14,7 +14,6 @@
 #include "algo/hierarchical.h"
 #include "common/bootstrap.h"
 #include "common/machine.h"
-#include "common/wait_watch.h"
 #include "core/counters.h"
 #include "core/runtime.h"
 #include "device/reduce_ops.h"
@@ -418,7 +417,7 @@ uint64_t* NodeComm::flag(int p) const { return reinterpret_cast<uint64_t*>(peer_
 Status NodeComm::wait_stream(uint64_t seq) {
     // Poll rather than block: Open MPI's communication must progress meanwhile.
     bool released = false;
-    WaitWatch watch(wait_warning_s());
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0;; ++spins) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
@@ -429,13 +428,10 @@ Status NodeComm::wait_stream(uint64_t seq) {
                     (void)device_->write_flag(flag(p), progress_word(seq, kStepDone), nullptr);
             released = true;
         }
-        if (spins % 16 == 0) {
-            idle();
-            if (watch.due()) {
-                warn_waiting(false, "this rank's GPU work of call %llu%s",
-                             static_cast<unsigned long long>(seq),
-                             device_flags_ ? " (it waits on the peers' steps)" : "");
-            }
+        if (spins % 16 == 0 && idle(watch)) {
+            warn_waiting(false, "this rank's GPU work of call %llu%s",
+                         static_cast<unsigned long long>(seq),
+                         device_flags_ ? " (it waits on the peers' steps)" : "");
         }
         sched_yield();
     }
@@ -493,7 +489,7 @@ Status NodeComm::publish_reached() {
 Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
     const std::atomic<uint64_t>& flag = segment_.slot(peer).progress;
     const uint64_t seq = word >> kStepBits;
-    WaitWatch watch(wait_warning_s());
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0;; ++spins) {
         if (segment_.load_acquire(flag) >= word) {
             // A peer that failed this call moves on to the next one, whose
@@ -508,17 +504,14 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
-            if (spins % 16 == 0) {
-                idle();
-                if (watch.due()) {
-                    const unsigned step = static_cast<unsigned>(word & kStepDone);
-                    if (step == 0)
-                        warn_waiting(true, "rank %d (this node) to enter call %llu",
-                                     global_rank(peer), static_cast<unsigned long long>(seq));
-                    else
-                        warn_waiting(false, "rank %d (this node) to finish step %u of call %llu",
-                                     global_rank(peer), step, static_cast<unsigned long long>(seq));
-                }
+            if (spins % 16 == 0 && idle(watch)) {
+                const unsigned step = static_cast<unsigned>(word & kStepDone);
+                if (step == 0)
+                    warn_waiting(true, "rank %d (this node) to enter call %llu", global_rank(peer),
+                                 static_cast<unsigned long long>(seq));
+                else
+                    warn_waiting(false, "rank %d (this node) to finish step %u of call %llu",
+                                 global_rank(peer), step, static_cast<unsigned long long>(seq));
             }
             sched_yield();
         }
@@ -558,13 +551,6 @@ void NodeComm::log(int level, const char* fmt, ...) const {
         std::fprintf(stderr, "gpucoll[%d]: %s\n", global_rank(rank_), msg);
 }
 
-double NodeComm::wait_warning_s() const {
-    // A progress thread's waits are the background of nonblocking calls
-    // (a peer computing before its next call is normal there): only the
-    // application's own threads say they wait.
-    return ProgressAgent::on_agent_thread() ? 0 : config_.wait_warning_s;
-}
-
 void NodeComm::warn_waiting(bool arrival, const char* fmt, ...) const {
     char whom[192];
     va_list ap;
@@ -581,6 +567,14 @@ void NodeComm::idle() const {
         sched_yield();  // other communicators have threads of their own
     else if (config_.progress != nullptr)
         config_.progress();
+}
+
+bool NodeComm::idle(WaitWatch& watch) const {
+    idle();
+    // A progress thread's waits are the background of nonblocking calls (a
+    // peer computing before its next call is normal there): only the
+    // application's own threads say they wait.
+    return !ProgressAgent::on_agent_thread() && watch.due();
 }
 
 // ---------------------------------------------------------------- one call
@@ -757,7 +751,7 @@ void NodeComm::advance_background(Sweep how) {
     const bool wait_all = how == Sweep::All;
     const size_t keep = wait_all ? 0 : kBackgroundMax;
     const auto start = std::chrono::steady_clock::now();
-    WaitWatch watch(how == Sweep::Bound ? wait_warning_s() : 0);  // teardown: its own bound
+    WaitWatch watch(how == Sweep::Bound ? config_.wait_warning_s : 0);  // teardown: its own bound
     for (unsigned spins = 0; !background_.empty(); ++spins) {
         for (auto it = background_.begin(); it != background_.end();) {
             bool done = false;
@@ -784,15 +778,12 @@ void NodeComm::advance_background(Sweep how) {
             background_.clear();  // their receives are cancelled
             break;
         }
-        if (spins % 16 == 15) {
-            idle();
-            if (watch.due()) {
-                warn_waiting(true,
-                             "the other nodes' answer to this rank's declined call %llu (more "
-                             "than %zu declined calls are waiting for theirs)",
-                             static_cast<unsigned long long>(background_.front().first),
-                             kBackgroundMax);
-            }
+        if (spins % 16 == 15 && idle(watch)) {
+            warn_waiting(true,
+                         "the other nodes' answer to this rank's declined call %llu (more "
+                         "than %zu declined calls are waiting for theirs)",
+                         static_cast<unsigned long long>(background_.front().first),
+                         kBackgroundMax);
         }
         sched_yield();
     }
@@ -832,19 +823,16 @@ Status NodeComm::global_verdict(uint64_t seq, inter::Verdict* v) {
     }
     // Uneven nodes: local rank 0 exchanged for this node.
     const std::atomic<uint64_t>& word = verdict_word(seq);
-    WaitWatch watch(wait_warning_s());
+    WaitWatch watch(config_.wait_warning_s);
     for (unsigned spins = 0; segment_.load_acquire(word) < progress_word(seq, 0); ++spins) {
         if (segment_.load_acquire(segment_.header().abort) == seq)
             return set_error(GPUCOLL_ERR_INTERNAL,
                              "a peer failed during this gpucoll collective; see its error output");
-        if (spins % 16 == 15) {
-            idle();
-            if (watch.due()) {
-                warn_waiting(true,
-                             "rank %d (this node's first) to publish the other nodes' verdict on "
-                             "call %llu",
-                             global_rank(0), static_cast<unsigned long long>(seq));
-            }
+        if (spins % 16 == 15 && idle(watch)) {
+            warn_waiting(true,
+                         "rank %d (this node's first) to publish the other nodes' verdict on "
+                         "call %llu",
+                         global_rank(0), static_cast<unsigned long long>(seq));
         }
         sched_yield();
     }
@@ -1176,21 +1164,18 @@ bool NodeComm::progress(bool post_only) {
 
 void NodeComm::drain(bool unless_aborted) {
     if (queue_.empty()) return;  // the common case: nothing started before
-    WaitWatch watch(unless_aborted ? 0 : wait_warning_s());  // teardown: not a call
+    WaitWatch watch(unless_aborted ? 0 : config_.wait_warning_s);  // teardown: not a call
     size_t left = queue_.size();
     for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
         if (queue_.size() < left) left = queue_.size(), watch.reset();  // one ended
         if (spins < 128) {
             __builtin_ia32_pause();
         } else {
-            if (spins % 16 == 0) {
-                idle();
-                if (!queue_.empty() && watch.due()) {
-                    warn_waiting(true,
-                                 "the nonblocking calls this rank started before to end (the "
-                                 "oldest: call %llu)",
-                                 static_cast<unsigned long long>(queue_.front()->seq));
-                }
+            if (spins % 16 == 0 && idle(watch) && !queue_.empty()) {
+                warn_waiting(true,
+                             "the nonblocking calls this rank started before to end (the "
+                             "oldest: call %llu)",
+                             static_cast<unsigned long long>(queue_.front()->seq));
             }
             sched_yield();
         }

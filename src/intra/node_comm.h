@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/wait_watch.h"
 #include "device/device.h"
 #include "gpucoll.h"
 #include "intra/ipc_cache.h"
@@ -273,12 +274,13 @@ public:
     // (common/wait_watch.h).
     void warn_waiting(bool arrival, const char* fmt, ...) const
         __attribute__((format(printf, 3, 4)));
-    // The wait after which a wait says so: 0 on a progress thread.
-    double wait_warning_s() const;
     // What a waiting rank does every few spins: Open MPI's progress (the
     // component's function), except on a progress agent's thread, which must
     // not call it.
     void idle() const;
+    // idle(), then true once watch's wait has lasted its time (never on a
+    // progress thread): the caller says whom it waits for.
+    bool idle(WaitWatch& watch) const;
 
 private:
     NodeComm() = default;

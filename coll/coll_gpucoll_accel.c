@@ -369,7 +369,7 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
         /* The others skip the core (host memory asserted): join them on the
          * host path, staged. Correct, and no hang. */
         GPUCOLL_ERROR(
-            "comm %s: device memory passed to a %s on a communicator whose info key "
+            "comm %s: device memory passed to %s on a communicator whose info key "
             "mpi_assert_memory_alloc_kinds lists only host kinds; staged",
             comm->c_name, gpucoll_coll_name(call->coll));
         return OMPI_ERR_NOT_AVAILABLE;

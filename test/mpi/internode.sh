@@ -22,6 +22,12 @@
 #     exchange the nodes' verdicts), an MPI_Iallreduce ends while no rank is
 #     inside MPI, calls on two communicators started in opposite orders;
 #     every other collective staged; with the threads off, staged.
+#  9. a late rank: the others say whom they wait for, and the call completes;
+# 10. a broken coll_gpucoll_uniform_memory promise: a hang, but a told one;
+# 11. the MPI 4.1 info key mpi_assert_memory_alloc_kinds between nodes (#6
+#     item 5): a rank that passes host memory on a device-only communicator,
+#     or device memory on a host-only one, gets a correct result, and nobody
+#     hangs.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -155,4 +161,11 @@ grep -q 'has waited 2 s for rank 0 (this node) to enter call.*uniform_memory set
     fail "rank 1 did not say that it waits for rank 0, nor why that may last for ever"
 grep -q 'has waited 2 s for rank 0 on another node.*uniform_memory set' "$MPI_OUT" ||
     fail "the other node did not say that it waits for rank 0"
+echo "== 11. memory-kind assertions broken between nodes: correct, no hang"
+for shape in "2 2" "2 1 1"; do
+    # shellcheck disable=SC2086 # words
+    run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
+        sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_info_assert"
+done
+
 echo "PASS: internode"

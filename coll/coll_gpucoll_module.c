@@ -269,25 +269,30 @@ static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int co
     return rc;
 }
 
+/* MPI_Reduce_local is not a collective: under MPI_THREAD_MULTIPLE threads
+ * call it at once, through MPI_COMM_SELF's module, while another thread may
+ * be inside a collective on MPI_COMM_SELF. So it neither reads nor moves the
+ * module's host_depth (nothing in a saved algorithm calls it back through
+ * c_coll): its buffers alone decide. */
 static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int count,
                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                      mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (!mca_coll_gpucoll_in_host(m)) {
-        bool idev = is_device(inbuf), iodev = is_device(inoutbuf);
-        if (idev && iodev) {
-            int rc = gpucoll_device_reduce_local(inbuf, inoutbuf, count, dtype, op);
-            if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
-            if (GPUCOLL_ERR_UNSUPPORTED != rc) {
-                return mca_coll_gpucoll_core_error("reduce_local on the device", rc);
-            }
-        }
-        if (idev || iodev) {
-            return mca_coll_gpucoll_staged_reduce_local(inbuf, inoutbuf, count, dtype, op, m);
+    bool idev = is_device(inbuf), iodev = is_device(inoutbuf);
+    if (idev && iodev) {
+        int rc = gpucoll_device_reduce_local(inbuf, inoutbuf, count, dtype, op);
+        if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
+        if (GPUCOLL_ERR_UNSUPPORTED != rc) {
+            return mca_coll_gpucoll_core_error("reduce_local on the device", rc);
         }
     }
-    GPUCOLL_DELEGATE(m, reduce_local, GPUCOLL_COLL_REDUCE_LOCAL, false, inbuf, inoutbuf, count,
-                     dtype, op);
+    if (idev || iodev) {
+        return mca_coll_gpucoll_staged_reduce_local(inbuf, inoutbuf, count, dtype, op, m);
+    }
+    int rc = m->prev_reduce_local(inbuf, inoutbuf, count, dtype, op, m->prev_reduce_local_module);
+    gpucoll_counters_record(GPUCOLL_COLL_REDUCE_LOCAL, GPUCOLL_PATH_DELEGATED, 0, "delegated");
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL, "reduce_local: host buffers, delegated");
+    return rc;
 }
 
 /* The accelerated path of a communicator is set up (a blocking exchange

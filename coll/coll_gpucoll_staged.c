@@ -382,7 +382,14 @@ int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
 int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int count,
                                          struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                          mca_coll_gpucoll_module_t* m) {
-    GPUCOLL_STAGED(reduce_local,
-                   mca_coll_gpucoll_describe_reduce_local(&c, inbuf, inoutbuf, count, dtype), B0,
-                   B1, count, dtype, op);
+    /* Not GPUCOLL_STAGED: reduce_local leaves host_depth alone (threads call
+     * it at once, coll_gpucoll_module.c). */
+    mca_coll_gpucoll_staging_t c;
+    if (MCA_COLL_GPUCOLL_DESCRIBE_ERROR ==
+        mca_coll_gpucoll_describe_reduce_local(&c, inbuf, inoutbuf, count, dtype))
+        return c.error;
+    int rc = mca_coll_gpucoll_staging_begin(&c);
+    if (OMPI_SUCCESS == rc)
+        rc = m->prev_reduce_local(B0, B1, count, dtype, op, m->prev_reduce_local_module);
+    return mca_coll_gpucoll_staging_end(&c, rc);
 }

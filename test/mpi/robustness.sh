@@ -9,7 +9,9 @@
 #     buffers that do not fit their allocation refused (MPI_ERR_BUFFER),
 #     accelerated (every rank) and staged (the rank with the bad buffer);
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
-#     accelerated path turns itself off and says so; results stay right.
+#     accelerated path turns itself off and says so; results stay right;
+#  3. MPI_THREAD_MULTIPLE: device MPI_Reduce_local in one thread while
+#     another runs host collectives on MPI_COMM_SELF (test_threads).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -46,4 +48,6 @@ run_mpi 1 --mca coll_gpucoll_device "$TEST_DEVICE" -x OMPI_MCA_coll_gpucoll_chun
     -np 2 "$MPI_TESTDIR/test_collectives" --no-large --expect staged
 grep -q 'parameters differ between the ranks' "$MPI_OUT" ||
     fail "no message about the differing parameters"
+echo "== MPI_THREAD_MULTIPLE: device reduce_local beside host calls on MPI_COMM_SELF"
+run_mpi 2 --mca coll_gpucoll_device "$TEST_DEVICE" -- "$MPI_TESTDIR/test_threads"
 echo "PASS: robustness"

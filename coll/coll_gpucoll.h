@@ -478,7 +478,10 @@ void mca_coll_gpucoll_request_complete(mca_coll_gpucoll_request_t* r, int rc);
 /* The core when nonblocking calls on comm go through it (one node), or NULL. */
 gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(struct mca_coll_gpucoll_module_t* m,
                                                   struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_nonblocking_decline(struct mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core);
+/* Posts this rank's decline of a nonblocking call (host_call: no device
+ * buffer; skipped under the uniform-memory assertion). */
+int mca_coll_gpucoll_nonblocking_decline(struct mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core,
+                                         bool host_call);
 int mca_coll_gpucoll_nonblocking_start(struct mca_coll_gpucoll_module_t* m,
                                        struct ompi_communicator_t* comm, gpucoll_comm_t* core,
                                        const gpucoll_call_t* call,

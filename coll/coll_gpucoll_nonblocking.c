@@ -223,8 +223,14 @@ gpucoll_comm_t* mca_coll_gpucoll_nonblocking_core(mca_coll_gpucoll_module_t* m,
     return core;
 }
 
-int mca_coll_gpucoll_nonblocking_decline(mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core) {
-    if (m->uniform_memory) return OMPI_SUCCESS; /* host calls skip the core */
+int mca_coll_gpucoll_nonblocking_decline(mca_coll_gpucoll_module_t* m, gpucoll_comm_t* core,
+                                         bool host_call) {
+    /* Host calls skip the core under the uniform-memory assertion. A call
+     * with device buffers that cannot be accelerated (a datatype that only
+     * this rank's description makes ineligible, a host buffer beside a
+     * device one) still posts: the others may have queued it, as the
+     * blocking path's gpucoll_comm_run does. */
+    if (m->uniform_memory && host_call) return OMPI_SUCCESS;
     int rc = gpucoll_comm_start_decline(core);
     return GPUCOLL_SUCCESS == rc ? OMPI_SUCCESS : mca_coll_gpucoll_core_error("decline", rc);
 }
@@ -357,7 +363,7 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
         gpucoll_call_t call = {0};                                                                 \
         mca_coll_gpucoll_args_t args = {0};                                                        \
         if (MCA_COLL_GPUCOLL_DESCRIBE_HOST == rc) { /* no device buffer: Open MPI's own */         \
-            rc = mca_coll_gpucoll_nonblocking_decline(m, core);                                    \
+            rc = mca_coll_gpucoll_nonblocking_decline(m, core, true);                              \
             if (OMPI_SUCCESS != rc) return rc;                                                     \
             mca_coll_gpucoll_record_delegated(st->coll, GPUCOLL_FORM_NONBLOCKING);                 \
             mca_coll_gpucoll_enter_host(m);                                                        \
@@ -371,7 +377,7 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
             call.on_device = 1;                                                                    \
             rc = mca_coll_gpucoll_nonblocking_start(m, comm, core, &call, st, &args, request);     \
         } else { /* declined everywhere: staged */                                                 \
-            rc = mca_coll_gpucoll_nonblocking_decline(m, core);                                    \
+            rc = mca_coll_gpucoll_nonblocking_decline(m, core, false);                             \
             if (OMPI_SUCCESS == rc)                                                                \
                 rc = mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);  \
         }                                                                                          \
@@ -406,7 +412,9 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
  * rank whose buffers are all device memory gets a request whose every start
  * goes to the core; the others (host memory, an ineligible call) get the
  * saved module's request, staged or not, whose every start first posts
- * this rank's decline, since the device ranks wait for every rank's post. */
+ * this rank's decline, since the device ranks wait for every rank's post
+ * (host buffers under the uniform-memory assertion: no post, as blocking
+ * and nonblocking host calls). */
 #define GPUCOLL_DEFINE_INIT_ACCEL(name, DECL, ARGS)                                                \
     int mca_coll_gpucoll_accel_##name##_init(                                                      \
         GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, struct ompi_info_t* info,           \
@@ -458,7 +466,7 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
         rc = mca_coll_gpucoll_request_new(comm, st, true, &r);                                     \
         if (OMPI_SUCCESS != rc) return rc;                                                         \
         r->module = m;                                                                             \
-        r->post_decline = true;                                                                    \
+        r->post_decline = !m->uniform_memory; /* host calls skip the core under the assertion */   \
         ompi_request_t* inner = NULL;                                                              \
         mca_coll_gpucoll_enter_host(m);                                                            \
         rc = m->prev_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, &inner,                        \

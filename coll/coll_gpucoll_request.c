@@ -112,8 +112,7 @@ static int gpucoll_request_start(size_t count, ompi_request_t** requests) {
             if (OMPI_SUCCESS != arc && OMPI_SUCCESS == first_error) first_error = arc;
             continue;
         }
-        if (r->post_decline && NULL != r->module && 1 == r->module->core_state &&
-            !r->module->uniform_memory) {
+        if (r->post_decline && NULL != r->module && 1 == r->module->core_state) {
             /* the device ranks' starts wait for every rank's post */
             const int drc = gpucoll_comm_start_decline(r->module->core);
             if (GPUCOLL_SUCCESS != drc) {

@@ -27,7 +27,10 @@
 # 11. the MPI 4.1 info key mpi_assert_memory_alloc_kinds between nodes (#6
 #     item 5): a rank that passes host memory on a device-only communicator,
 #     or device memory on a host-only one, gets a correct result, and nobody
-#     hangs.
+#     hangs;
+# 12. coll_gpucoll_uniform_memory kept (device memory everywhere) but a bcast
+#     whose root's strided datatype makes it ineligible there, blocking,
+#     nonblocking and persistent: staged everywhere, correct, no hang.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -167,5 +170,11 @@ for shape in "2 2" "2 1 1"; do
     run_mpi "$(np_of "$shape")" --mca coll_gpucoll_device "$TEST_DEVICE" $tcp -- \
         sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_info_assert"
 done
+
+echo "== 12. uniform memory, a root whose datatype is staged: every form staged, no hang"
+# shellcheck disable=SC2086 # words
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp --mca coll_gpucoll_uniform_memory 1 \
+    --mca coll_gpucoll_progress_thread on -- \
+    sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_internode" --uneven-types
 
 echo "PASS: internode"

@@ -24,13 +24,21 @@
  *  7. --mixed-only: only the call of 3 (rank 0 on host memory); with
  *     coll_gpucoll_uniform_memory that breaks the assertion and the others
  *     wait for rank 0 for ever (internode.sh checks that they say so).
+ *  8. --uneven-types: a bcast whose root describes its device buffer with a
+ *     strided datatype (staged) while the others pass contiguous ints (the
+ *     same type signature: legal), blocking, nonblocking and persistent:
+ *     staged on every rank and correct, the root's gaps untouched. Device
+ *     memory everywhere, so coll_gpucoll_uniform_memory holds: the root must
+ *     still post its decline (the others queued the call).
  * usage: test_internode [common options]
- *        [--inject [--nonblocking] | --kill | --late S | --mixed-only]
+ *        [--inject [--nonblocking] | --kill | --late S | --mixed-only | --uneven-types]
  */
 #include <signal.h>
 #include <unistd.h>
 
 #include "mpi_test_util.h"
+
+#include <mpi-ext.h> /* MPIX_Bcast_init (persistent collectives, Open MPI 4.1) */
 
 typedef struct shape {
     int nodes, node, local, per_node; /* per_node: ranks of my node */
@@ -251,6 +259,52 @@ static void test_mixed(void) {
     free(host);
 }
 
+static void test_uneven_types(void) {
+    const int count = 1000;
+    const size_t bytes = 2 * (size_t)count * sizeof(int);
+    const int root = 0;
+    MPI_Datatype strided; /* every other int */
+    MPI_Type_vector(count, 1, 2, MPI_INT, &strided);
+    MPI_Type_commit(&strided);
+    int* host = malloc(bytes);
+    int* d = device_alloc(bytes);
+    const char* forms[] = {"MPI_Bcast", "MPI_Ibcast", "MPIX_Bcast_init"};
+    for (int form = 0; form < 3; ++form) {
+        for (int i = 0; i < 2 * count; ++i)
+            host[i] = tu.world_rank != root ? -5 : i % 2 ? -1 : i / 2 + 7 * form;
+        put(d, host, bytes);
+        const int n = tu.world_rank == root ? 1 : count;
+        const MPI_Datatype type = tu.world_rank == root ? strided : MPI_INT;
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = MPI_SUCCESS;
+        if (form == 0) {
+            rc = MPI_Bcast(d, n, type, root, MPI_COMM_WORLD);
+        } else if (form == 1) {
+            rc = MPI_Ibcast(d, n, type, root, MPI_COMM_WORLD, &req);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        } else {
+            rc = MPIX_Bcast_init(d, n, type, root, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+            if (rc == MPI_SUCCESS) rc = MPI_Start(&req);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+            if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+        }
+        TU_CHECK(rc == MPI_SUCCESS, "%s, strided root: error %d", forms[form], rc);
+        get(host, d, bytes);
+        long bad = 0;
+        for (int i = 0; i < count; ++i)
+            bad += tu.world_rank == root ? host[2 * i] != i + 7 * form || host[2 * i + 1] != -1
+                                         : host[i] != i + 7 * form;
+        TU_CHECK(bad == 0, "%s, strided root: %ld wrong elements", forms[form], bad);
+        gpucoll_counters_t c;
+        gpucoll_counters_get(&c);
+        TU_CHECK(c.last_path == GPUCOLL_PATH_STAGED, "%s, strided root: path %s", forms[form],
+                 gpucoll_path_name(c.last_path));
+    }
+    MPI_Type_free(&strided);
+    gpucoll_free_device(d);
+    free(host);
+}
+
 /* Rank 1's copies of 4093 bytes fail: the call fails on every rank of rank
  * 1's node and on any rank still waiting for it, never hangs;
  * every later call is staged, and correct, on every rank. */
@@ -310,7 +364,7 @@ static void test_inject(const shape_t* s, int nonblocking) {
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_internode");
-    int inject = 0, kill_rank1 = 0, nonblocking = 0, late = 0, mixed_only = 0;
+    int inject = 0, kill_rank1 = 0, nonblocking = 0, late = 0, mixed_only = 0, uneven_types = 0;
     for (int i = 1; i < argc; ++i) {
         int r = tu_parse_option(argc, argv, &i);
         if (r == 0 && strcmp(argv[i], "--inject") == 0) {
@@ -323,6 +377,8 @@ int main(int argc, char** argv) {
             late = atoi(argv[++i]);
         } else if (r == 0 && strcmp(argv[i], "--mixed-only") == 0) {
             mixed_only = 1;
+        } else if (r == 0 && strcmp(argv[i], "--uneven-types") == 0) {
+            uneven_types = 1;
         } else if (r <= 0) {
             fprintf(stderr, "test_internode: bad option '%s'\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
@@ -340,6 +396,9 @@ int main(int argc, char** argv) {
     } else if (mixed_only) {
         test_allreduce(&s, 1000, 0);
         test_mixed();
+    } else if (uneven_types) {
+        test_allreduce(&s, 1000, 0); /* the path is set up */
+        test_uneven_types();
     } else if (kill_rank1) {
         test_allreduce(&s, 1000, 0);
         if (tu.world_rank == 1) raise(SIGKILL);

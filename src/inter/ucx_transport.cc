@@ -143,6 +143,17 @@ Status Transport::connect(const uint8_t* address, size_t bytes, Endpoint** out) 
     return kSuccess;
 }
 
+namespace {
+
+Status size_mismatch(size_t received, size_t expected) {
+    return set_error(GPUCOLL_ERR_INTERNAL,
+                     "a peer sent %zu bytes where this call expects %zu: the ranks describe "
+                     "different calls",
+                     received, expected);
+}
+
+}  // namespace
+
 Status Transport::send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes, MemKind kind,
                        Request* req) {
     ucp_request_param_t param{};
@@ -156,12 +167,20 @@ Status Transport::send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes
 
 Status Transport::recv(uint64_t tag, uint64_t mask, void* buf, size_t bytes, MemKind kind,
                        Request* req) {
+    // Always a request, never an immediate completion: a message that
+    // arrived before this receive would complete it at once, and UCX reports
+    // only a longer one as an error; the length of a shorter one reaches
+    // recv_info only from UCX 1.16 on (openucx/ucx#9425). test() checks it.
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.memory_type = memory_type(kind);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(impl_->worker, buf, bytes, tag, mask, &param);
     if (UCS_PTR_IS_ERR(r)) return ucx_error("tag receive", UCS_PTR_STATUS(r));
     *req = Request{r, true, true, bytes};
+    if (r == nullptr)  // no UCX does this with the flag; no length to check
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "UCX completed a receive at once despite "
+                         "UCP_OP_ATTR_FLAG_NO_IMM_CMPL");
     return kSuccess;
 }
 
@@ -188,11 +207,7 @@ Status Transport::test(Request* req, bool* done) {
     req->active = false;
     *done = true;
     if (s != UCS_OK) return ucx_error(req->is_recv ? "tag receive" : "tag send", s);
-    if (received != req->expected)
-        return set_error(GPUCOLL_ERR_INTERNAL,
-                         "a peer sent %zu bytes where this call expects %zu: the ranks describe "
-                         "different calls",
-                         received, req->expected);
+    if (received != req->expected) return size_mismatch(received, req->expected);
     return kSuccess;
 }
 

@@ -488,25 +488,34 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
 // the message is delivered): the request says so (abandoned), which is what
 // keeps a verdict exchange from freeing the buffer. A send that completed is
 // not abandoned.
-int run_rank_abandoned_send(int rank, gpucoll_bootstrap_t& bs) {
+// Two forked ranks, each with a transport over tcp loopback connected to
+// the other: 0, or the exit status that says what failed.
+int connect_pair(int rank, gpucoll_bootstrap_t& bs, std::unique_ptr<gpucoll::inter::Transport>* t,
+                 gpucoll::inter::Endpoint** peer) {
     using namespace gpucoll::inter;
-    Checker k{rank};
-    std::unique_ptr<Transport> t;
-    if (Transport::create(false, "lo", &t) != GPUCOLL_SUCCESS) {
+    if (Transport::create(false, "lo", t) != GPUCOLL_SUCCESS) {
         std::fprintf(stderr, "[rank %d] transport: %s\n", rank, gpucoll_last_error());
         return 100;
     }
-    const std::vector<uint8_t>& mine = t->address();
+    const std::vector<uint8_t>& mine = (*t)->address();
     std::vector<uint8_t> all(2 * 4096, 0);
     if (mine.size() > 4096) return 101;
     std::vector<uint8_t> padded(4096, 0);
     std::copy(mine.begin(), mine.end(), padded.begin());
     bs.allgather(bs.ctx, padded.data(), all.data(), padded.size());
-    Endpoint* peer = nullptr;
-    if (t->connect(all.data() + size_t(1 - rank) * 4096, 4096, &peer) != GPUCOLL_SUCCESS) {
+    if ((*t)->connect(all.data() + size_t(1 - rank) * 4096, 4096, peer) != GPUCOLL_SUCCESS) {
         std::fprintf(stderr, "[rank %d] connect: %s\n", rank, gpucoll_last_error());
         return 102;
     }
+    return 0;
+}
+
+int run_rank_abandoned_send(int rank, gpucoll_bootstrap_t& bs) {
+    using namespace gpucoll::inter;
+    Checker k{rank};
+    std::unique_ptr<Transport> t;
+    Endpoint* peer = nullptr;
+    if (const int rc = connect_pair(rank, bs, &t, &peer); rc != 0) return rc;
     const size_t bytes = size_t{16} << 20;  // rendezvous: waits for the receive
     std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(rank + 1));
     // Waits for req, progressing the worker (the sender's side of a
@@ -563,6 +572,71 @@ TEST(InterTransport, CancelledSendInFlightIsAbandoned) {
 #endif
     use_tcp_loopback();
     const int failed = ForkGroup::run(2, 60, run_rank_abandoned_send);
+    EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
+}
+
+// A receive must fail when its message does not carry exactly the bytes it
+// expects, also when the message arrived before the receive was posted (UCX
+// then completes the receive at once, and a shorter message is no error of
+// its own): a peer that describes another call must not leave stale bytes
+// in this one's buffer unnoticed.
+int run_rank_early_message_sizes(int rank, gpucoll_bootstrap_t& bs) {
+    using namespace gpucoll::inter;
+    Checker k{rank};
+    std::unique_ptr<Transport> t;
+    Endpoint* peer = nullptr;
+    if (const int rc = connect_pair(rank, bs, &t, &peer); rc != 0) return rc;
+    std::vector<unsigned char> buf(64, static_cast<unsigned char>(rank + 1));
+    auto finish = [&](Request& req) {  // GPUCOLL_SUCCESS once done, or the error
+        bool done = false;
+        for (long i = 0; i < 20000000; ++i) {
+            t->progress();
+            if (const int rc = t->test(&req, &done); rc != GPUCOLL_SUCCESS || done) return rc;
+        }
+        return int{GPUCOLL_ERR_INTERNAL};
+    };
+    {  // one message each way first: the endpoints are wired up after it
+        Request hello, sent;
+        int rc = t->recv(10, ~uint64_t{0}, buf.data() + 32, 1, MemKind::Host, &hello);
+        if (rc == GPUCOLL_SUCCESS) rc = t->send(peer, 10, buf.data(), 1, MemKind::Host, &sent);
+        if (rc == GPUCOLL_SUCCESS) rc = finish(sent);
+        if (rc == GPUCOLL_SUCCESS) rc = finish(hello);
+        k.check(rc == GPUCOLL_SUCCESS, "%s", std::string("hello: ") + gpucoll_last_error());
+    }
+    if (rank == 0) {
+        const size_t sizes[] = {4, 20, 12};  // tags 11, 12, 13
+        for (int i = 0; i < 3; ++i) {
+            Request req;
+            int rc = t->send(peer, 11 + i, buf.data(), sizes[i], MemKind::Host, &req);
+            if (rc == GPUCOLL_SUCCESS) rc = finish(req);
+            k.check(rc == GPUCOLL_SUCCESS, "%s",
+                    "send " + std::to_string(i) + ": " + gpucoll_last_error());
+        }
+        bs.barrier(bs.ctx);
+    } else {
+        bs.barrier(bs.ctx);  // every message is on its way; let them all arrive
+        for (int i = 0; i < 200000; ++i) t->progress();
+        for (int i = 0; i < 3; ++i) {
+            Request req;
+            int rc = t->recv(11 + i, ~uint64_t{0}, buf.data(), 12, MemKind::Host, &req);
+            if (rc == GPUCOLL_SUCCESS) rc = finish(req);
+            if (i < 2)
+                k.check(rc != GPUCOLL_SUCCESS, "a %s message passed for 12 bytes",
+                        i == 0 ? "shorter (4 bytes)" : "longer (20 bytes)");
+            else
+                k.check(rc == GPUCOLL_SUCCESS && buf[0] == 1 && buf[11] == 1,
+                        "a 12-byte message into 12 bytes: %s", gpucoll_last_error());
+        }
+    }
+    return k.failures;
+}
+
+TEST(InterTransport, EarlyMessageOfAnotherSizeFailsItsReceive) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX";
+#endif
+    use_tcp_loopback();
+    const int failed = ForkGroup::run(2, 60, run_rank_early_message_sizes);
     EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
 }
 

@@ -489,45 +489,53 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
 // keeps a verdict exchange from freeing the buffer. A send that completed is
 // not abandoned.
 // Two forked ranks, each with a transport over tcp loopback connected to
-// the other: 0, or the exit status that says what failed.
-int connect_pair(int rank, gpucoll_bootstrap_t& bs, std::unique_ptr<gpucoll::inter::Transport>* t,
-                 gpucoll::inter::Endpoint** peer) {
-    using namespace gpucoll::inter;
-    if (Transport::create(false, "lo", t) != GPUCOLL_SUCCESS) {
-        std::fprintf(stderr, "[rank %d] transport: %s\n", rank, gpucoll_last_error());
-        return 100;
+// the other.
+struct TransportPair {
+    std::unique_ptr<gpucoll::inter::Transport> t;
+    gpucoll::inter::Endpoint* peer = nullptr;
+
+    // 0, or the exit status that says what failed.
+    int open(int rank, gpucoll_bootstrap_t& bs) {
+        using gpucoll::inter::Transport;
+        if (Transport::create(false, "lo", &t) != GPUCOLL_SUCCESS) {
+            std::fprintf(stderr, "[rank %d] transport: %s\n", rank, gpucoll_last_error());
+            return 100;
+        }
+        const std::vector<uint8_t>& mine = t->address();
+        std::vector<uint8_t> all(2 * 4096, 0);
+        if (mine.size() > 4096) return 101;
+        std::vector<uint8_t> padded(4096, 0);
+        std::copy(mine.begin(), mine.end(), padded.begin());
+        bs.allgather(bs.ctx, padded.data(), all.data(), padded.size());
+        if (t->connect(all.data() + size_t(1 - rank) * 4096, 4096, &peer) != GPUCOLL_SUCCESS) {
+            std::fprintf(stderr, "[rank %d] connect: %s\n", rank, gpucoll_last_error());
+            return 102;
+        }
+        return 0;
     }
-    const std::vector<uint8_t>& mine = (*t)->address();
-    std::vector<uint8_t> all(2 * 4096, 0);
-    if (mine.size() > 4096) return 101;
-    std::vector<uint8_t> padded(4096, 0);
-    std::copy(mine.begin(), mine.end(), padded.begin());
-    bs.allgather(bs.ctx, padded.data(), all.data(), padded.size());
-    if ((*t)->connect(all.data() + size_t(1 - rank) * 4096, 4096, peer) != GPUCOLL_SUCCESS) {
-        std::fprintf(stderr, "[rank %d] connect: %s\n", rank, gpucoll_last_error());
-        return 102;
+
+    // Waits for req, progressing the worker (the sender's side of a
+    // rendezvous moves only then): GPUCOLL_SUCCESS once done, or the error.
+    int finish(gpucoll::inter::Request& req) {
+        bool done = false;
+        for (long i = 0; i < 20000000; ++i) {
+            t->progress();
+            if (const int rc = t->test(&req, &done); rc != GPUCOLL_SUCCESS || done) return rc;
+        }
+        return GPUCOLL_ERR_INTERNAL;
     }
-    return 0;
-}
+};
 
 int run_rank_abandoned_send(int rank, gpucoll_bootstrap_t& bs) {
     using namespace gpucoll::inter;
     Checker k{rank};
-    std::unique_ptr<Transport> t;
-    Endpoint* peer = nullptr;
-    if (const int rc = connect_pair(rank, bs, &t, &peer); rc != 0) return rc;
+    TransportPair pair;
+    if (const int rc = pair.open(rank, bs); rc != 0) return rc;
+    Transport* t = pair.t.get();
+    Endpoint* peer = pair.peer;
+    auto finish = [&](Request& req) { return pair.finish(req) == GPUCOLL_SUCCESS; };
     const size_t bytes = size_t{16} << 20;  // rendezvous: waits for the receive
     std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(rank + 1));
-    // Waits for req, progressing the worker (the sender's side of a
-    // rendezvous moves only then).
-    auto finish = [&](Request& req) {
-        bool done = false;
-        for (long i = 0; i < 20000000 && !done; ++i) {
-            t->progress();
-            if (t->test(&req, &done) != GPUCOLL_SUCCESS) return false;
-        }
-        return done;
-    };
     unsigned char ack = 0;
     if (rank == 0) {
         Request req;
@@ -583,18 +591,12 @@ TEST(InterTransport, CancelledSendInFlightIsAbandoned) {
 int run_rank_early_message_sizes(int rank, gpucoll_bootstrap_t& bs) {
     using namespace gpucoll::inter;
     Checker k{rank};
-    std::unique_ptr<Transport> t;
-    Endpoint* peer = nullptr;
-    if (const int rc = connect_pair(rank, bs, &t, &peer); rc != 0) return rc;
+    TransportPair pair;
+    if (const int rc = pair.open(rank, bs); rc != 0) return rc;
+    Transport* t = pair.t.get();
+    Endpoint* peer = pair.peer;
+    auto finish = [&](Request& req) { return pair.finish(req); };
     std::vector<unsigned char> buf(64, static_cast<unsigned char>(rank + 1));
-    auto finish = [&](Request& req) {  // GPUCOLL_SUCCESS once done, or the error
-        bool done = false;
-        for (long i = 0; i < 20000000; ++i) {
-            t->progress();
-            if (const int rc = t->test(&req, &done); rc != GPUCOLL_SUCCESS || done) return rc;
-        }
-        return int{GPUCOLL_ERR_INTERNAL};
-    };
     {  // one message each way first: the endpoints are wired up after it
         Request hello, sent;
         int rc = t->recv(10, ~uint64_t{0}, buf.data() + 32, 1, MemKind::Host, &hello);

@@ -362,8 +362,21 @@ void NodeComm::teardown() {
     // before they got here): received before the groups go.
     if (hier_ != nullptr) advance_background(Sweep::All);
     // A rank failed: calls left in the queue end here, their exchanges
-    // while the groups still exist (a caller's handle may outlive us).
-    for (auto& op : queue_) op->verdict.reset();
+    // while the groups still exist, and with an error: a caller's handle
+    // may outlive us (MPI_Comm_free with a request outstanding), and one
+    // that is not finished would come back to this freed communicator.
+    for (auto& op : queue_) {
+        op->verdict.reset();
+        if (op->finished.load(std::memory_order_relaxed)) continue;
+        op->status = GPUCOLL_ERR_INTERNAL;
+        op->error = "call " + std::to_string(op->seq) +
+                    " was still waiting for a rank that failed an earlier call when its "
+                    "communicator was freed";
+        op->done = true;
+        op->finished.store(true, std::memory_order_release);
+    }
+    queue_.clear();
+    queued_.store(0, std::memory_order_release);
     background_.clear();
     spare_exchanges_.clear();
     // Waits below end early once any rank failed a call: a failed rank may

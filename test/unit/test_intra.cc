@@ -476,6 +476,45 @@ TEST(IntraFailure, DeviceFlagsQueuedStepDoesNotHideTheAbort) {
     });
 }
 
+// A call queued after a rank failed, which that rank never posts, is left
+// in the queue when the communicator is freed (MPI_Comm_free with a request
+// outstanding is legal): the caller's handle must then say the call ended,
+// with an error, and never touch the freed communicator again.
+TEST(IntraFailure, CallLeftQueuedAtTeardownEndsWithAnError) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        std::unique_ptr<gpucoll::intra::NodeComm> comm;
+        if (gpucoll::intra::NodeComm::create(bs, cfg, &comm) != GPUCOLL_SUCCESS || !comm) {
+            fail = std::string("create: ") + gpucoll_last_error();
+            return;
+        }
+        const size_t count = 1000;
+        void* d = dalloc(count * sizeof(float));
+        std::shared_ptr<gpucoll::intra::NodeComm::Pending> left;
+        if (rank == 0) {  // queued: rank 1 never posts it
+            std::lock_guard lock(comm->lock());
+            left = comm->start(sum_allreduce_call(nullptr, d, count), GPUCOLL_FORM_NONBLOCKING);
+            comm->progress();
+        }
+        bs.barrier(bs.ctx);
+        if (rank == 1)  // fails before posting: the abort word is set
+            comm->fail(gpucoll::set_error(GPUCOLL_ERR_INTERNAL, "injected by the test"), 1);
+        bs.barrier(bs.ctx);
+        comm.reset();  // MPI_Comm_free
+        if (left != nullptr) {
+            if (!left->finished.load(std::memory_order_acquire))
+                fail = "the queued call is not finished after its communicator was freed";
+            else if (left->status == GPUCOLL_SUCCESS || left->status == GPUCOLL_DECLINED)
+                fail = "the queued call ended without an error";
+            else if (left->error.empty())
+                fail = "the queued call ended with no message";
+        }
+        gpucoll_free_device(d);
+    });
+}
+
 namespace {
 
 // gpucoll_comm_host_call, the host-buffer path of every blocking call: a

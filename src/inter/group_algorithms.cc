@@ -67,11 +67,14 @@ Status allreduce_direct(Group& g, uint64_t seq, char* buf, size_t count, gpucoll
 
 }  // namespace
 
+bool ring_fits(int members) { return 2 * (static_cast<int64_t>(members) - 1) < kDataSteps; }
+
 Status group_allreduce(Group& g, uint64_t seq, void* buf, size_t count, gpucoll_dtype_t dtype,
                        gpucoll_op_t op, InterAlgorithm algo) {
     if (g.size() == 1 || count == 0) return kSuccess;
     char* b = static_cast<char*>(buf);
-    if (algo == InterAlgorithm::Direct || count < static_cast<size_t>(g.size()))
+    if (algo == InterAlgorithm::Direct || count < static_cast<size_t>(g.size()) ||
+        !ring_fits(g.size()))
         return allreduce_direct(g, seq, b, count, dtype, op);
     return allreduce_ring(g, seq, b, count, dtype, op);
 }

@@ -16,6 +16,10 @@ const char* inter_algorithm_name(InterAlgorithm a);
 // member sends its buffer to every other and reduces all N in member order,
 // one round (small messages). The result is the same on every member, bit
 // for bit.
+// The ring's 2(N-1) steps must stay below the reserved tag steps
+// (transport.h): from 2048 members on, direct instead.
+bool ring_fits(int members);
+
 Status group_allreduce(Group& g, uint64_t seq, void* buf, size_t count, gpucoll_dtype_t dtype,
                        gpucoll_op_t op, InterAlgorithm algo);
 // buf of member root to every member: binomial tree, log2(N) rounds, or a

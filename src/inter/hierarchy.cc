@@ -15,9 +15,6 @@ namespace gpucoll::inter {
 
 namespace {
 
-constexpr uint32_t kVerdictStep = kControlStep - 1;
-constexpr uint32_t kHelloStep = kControlStep - 2;
-
 // Communicator ids are agreed among the ranks of a communicator: the
 // largest next id of any of them, so it is new in each of their processes.
 std::atomic<uint32_t> g_next_comm_id{1};

@@ -86,6 +86,10 @@ private:
 constexpr int kTagSrcBits = 12, kTagStepBits = 12, kTagSeqBits = 24;
 constexpr uint32_t kMaxGroupSize = 1u << kTagSrcBits;
 constexpr uint32_t kControlStep = (1u << kTagStepBits) - 1;  // abort messages
+constexpr uint32_t kVerdictStep = kControlStep - 1;          // a call's verdicts between nodes
+constexpr uint32_t kHelloStep = kControlStep - 2;            // a group's creation
+// Steps below this one carry a call's data; the ones above are reserved.
+constexpr uint32_t kDataSteps = kHelloStep;
 constexpr uint64_t make_tag(uint32_t comm, uint64_t seq, uint32_t step, uint32_t src) {
     return (uint64_t{comm} << (kTagSeqBits + kTagStepBits + kTagSrcBits)) |
            ((seq & ((uint64_t{1} << kTagSeqBits) - 1)) << (kTagStepBits + kTagSrcBits)) |

@@ -26,6 +26,7 @@
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
 #include "inter/bcast_plan.h"
+#include "inter/group_algorithms.h"
 #include "inter/hierarchy.h"
 #include "inter/transport.h"
 
@@ -42,6 +43,22 @@ TEST(Topology, FromIdentities) {
     EXPECT_FALSE(t.equal_ppn());
     EXPECT_EQ(t.node_of, (std::vector<int>{0, 1, 0, 2, 1}));
     EXPECT_EQ(t.local_of, (std::vector<int>{0, 0, 1, 0, 1}));
+}
+
+// A ring step's tag must never be a reserved one (hello, verdict, abort
+// notice): at 2048 members the ring's last step would be the hello's and the
+// next the verdicts' and the abort listener's, which match any call and
+// sender; the allreduce then goes direct (one step).
+TEST(InterTags, RingStepsStayBelowTheReservedOnes) {
+    using namespace gpucoll::inter;
+    EXPECT_LT(kDataSteps, kVerdictStep);
+    EXPECT_LT(kVerdictStep, kControlStep);
+    for (int n : {2, 3, 1000, 2046, 2047, 2048, 2049, 4095, 4096}) {
+        const int64_t last_step = 2 * (int64_t{n} - 1) - 1;  // steps 0 .. 2(n-1)-1
+        EXPECT_EQ(ring_fits(n), last_step < int64_t{kDataSteps}) << n << " members";
+    }
+    EXPECT_TRUE(ring_fits(2047));
+    EXPECT_FALSE(ring_fits(2048));
 }
 
 // Between nodes, bcast pipelines a chain where its K + N - 2 rounds of one

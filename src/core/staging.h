@@ -19,6 +19,9 @@ public:
     // Ensures at least bytes of capacity (grows geometrically, never shrinks).
     Status reserve(Device* device, size_t bytes);
     void reset();
+    // Forgets the buffer without freeing it: a send that was abandoned
+    // (inter/transport.h) may still read it.
+    void leak() { ptr_ = nullptr, capacity_ = 0; }
     void* data() const { return ptr_; }
     size_t capacity() const { return capacity_; }
 

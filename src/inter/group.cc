@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "common/wait_watch.h"
 #include "device/reduce_ops.h"
@@ -26,6 +27,12 @@ Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> member
 Group::~Group() {
     transport_->cancel(&control_recv_);
     for (Request& r : control_sends_) transport_->cancel(&r);
+    // A send abandoned by a failed transfer may still read the buffers it
+    // was sent from (the pinned stage, or device scratch): kept, not freed.
+    if (ever_abandoned_) {
+        send_stage_.leak();
+        scratch_ = nullptr;
+    }
     if (scratch_ != nullptr) device_->free(scratch_);
     if (reduce_chunks_ != nullptr) device_->free(reduce_chunks_);
 }
@@ -70,15 +77,26 @@ bool Group::device_capable(std::string* names) {
 
 Status Group::exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
                             double timeout_s) {
+    if (host_mine_ == nullptr || host_mine_bytes_ < bytes) {
+        host_mine_ = std::make_unique<uint8_t[]>(bytes);
+        host_mine_bytes_ = bytes;
+    }
+    std::memcpy(host_mine_.get(), mine, bytes);
     host_sends_.clear();
     host_recvs_.clear();
     for (int p = 0; p < size(); ++p) {
         if (p == me_) continue;
-        host_sends_.push_back({p, mine, bytes, true});
+        host_sends_.push_back({p, host_mine_.get(), bytes, true});
         host_recvs_.push_back(
             {p, static_cast<char*>(all) + static_cast<size_t>(p) * bytes, bytes, false, true});
     }
-    return transfer(seq, step, host_sends_, host_recvs_, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
+    const Status s =
+        transfer(seq, step, host_sends_, host_recvs_, GPUCOLL_BYTE, GPUCOLL_OP_BOR, timeout_s);
+    if (last_abandoned_) {  // UCX may still read it: kept for good, a new one next time
+        (void)host_mine_.release();
+        host_mine_bytes_ = 0;
+    }
+    return s;
 }
 
 Status Group::post_host_exchange(uint64_t seq, uint32_t step, const void* mine, size_t bytes,
@@ -210,9 +228,14 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
     for (const SendOp& s : sends) sends_left += s.host ? 1 : (s.bytes + chunk - 1) / chunk;
     for (const RecvOp& r : recvs) recvs_left += r.host ? 1 : (r.bytes + chunk - 1) / chunk;
 
+    last_abandoned_ = false;
     auto cleanup = [&](Status s) {
         for (Slot& sl : recv_slots) transport_->cancel(&sl.req);
-        for (Slot& sl : send_slots) transport_->cancel(&sl.req);
+        for (Slot& sl : send_slots) {
+            transport_->cancel(&sl.req);
+            last_abandoned_ = last_abandoned_ || sl.req.abandoned;
+        }
+        ever_abandoned_ = ever_abandoned_ || last_abandoned_;
         return s;
     };
     // Zero-byte operations carry nothing: skip them on both sides.

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/staging.h"
@@ -89,7 +90,8 @@ public:
                     const std::vector<RecvOp>& recvs, gpucoll_dtype_t dtype, gpucoll_op_t op,
                     double timeout_s = 0);
     // Small host data: mine (bytes) to every member, theirs into
-    // all[member * bytes] (all[me] untouched).
+    // all[member * bytes] (all[me] untouched). mine is copied first: a send
+    // abandoned by a failed exchange may read it after the caller's frame.
     Status exchange_host(uint64_t seq, uint32_t step, const void* mine, size_t bytes, void* all,
                          double timeout_s = 0);
     // The nonblocking form of exchange_host, for calls in flight: posts the
@@ -152,6 +154,12 @@ private:
     std::vector<Slot> send_slots_, recv_slots_;
     std::vector<SendOp> host_sends_;
     std::vector<RecvOp> host_recvs_;
+    // exchange_host's copy of this member's part (kept from call to call).
+    std::unique_ptr<uint8_t[]> host_mine_;
+    size_t host_mine_bytes_ = 0;
+    // The last transfer abandoned a send (it failed with a send in flight):
+    // UCX may still read that send's buffer. Ever: whether any did.
+    bool last_abandoned_ = false, ever_abandoned_ = false;
 };
 
 }  // namespace gpucoll::inter

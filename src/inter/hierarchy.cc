@@ -1,9 +1,14 @@
 #include "inter/hierarchy.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "common/bootstrap.h"
@@ -17,7 +22,34 @@ namespace {
 
 // Communicator ids are agreed among the ranks of a communicator: the
 // largest next id of any of them, so it is new in each of their processes.
+// Under MPI_THREAD_MULTIPLE two communicators can be created at once, read
+// the same next id and agree on the same value: each process then checks
+// the agreed id against its live ones, and all retry unless none collided.
 std::atomic<uint32_t> g_next_comm_id{1};
+std::mutex g_live_ids_mutex;
+std::set<uint32_t> g_live_ids;  // the tag ids (16 bits) of this process's hierarchies
+
+bool hold_comm_id(uint32_t id) {
+    std::lock_guard lock(g_live_ids_mutex);
+    return g_live_ids.insert(id).second;
+}
+
+void release_comm_id(uint32_t id) {
+    std::lock_guard lock(g_live_ids_mutex);
+    g_live_ids.erase(id);
+}
+
+size_t live_comm_ids() {
+    std::lock_guard lock(g_live_ids_mutex);
+    return g_live_ids.size();
+}
+
+// 0..63, different from thread to thread and process to process.
+uint32_t retry_offset() {
+    thread_local std::minstd_rand rng(static_cast<uint32_t>(
+        std::hash<std::thread::id>{}(std::this_thread::get_id()) ^ static_cast<size_t>(getpid())));
+    return static_cast<uint32_t>(rng() % 64);
+}
 
 // Processes of the job on this machine (faked nodes share it): the
 // launcher's count where it gives one, else this node's ranks.
@@ -50,6 +82,13 @@ Topology Topology::from_identities(const std::vector<std::string>& ids, int rank
     return t;
 }
 
+Hierarchy::~Hierarchy() {
+    // The groups first: their requests use the id's tags.
+    rail_.reset();
+    leaders_.reset();
+    if (comm_id_held_) release_comm_id(comm_id_);
+}
+
 Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
                          const gpucoll_comm_config_t& config,
                          const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out) {
@@ -74,13 +113,32 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
                                           "rank; see its output");
 
     // The communicator id, then every rank's worker address (padded).
-    std::vector<uint32_t> ids;
-    GPUCOLL_TRY(bootstrap_allgather(bs, g_next_comm_id.load(), &ids));
-    const uint32_t id = *std::max_element(ids.begin(), ids.end());
-    uint32_t cur = g_next_comm_id.load();
-    while (cur <= id && !g_next_comm_id.compare_exchange_weak(cur, id + 1)) {
+    std::unique_ptr<Hierarchy> h(new Hierarchy());
+    uint32_t comm_id = 0;
+    for (unsigned attempt = 0;; ++attempt) {
+        // A retry proposes past the collision, apart from a concurrent
+        // creation that collided too (it may retry in step with this one).
+        uint32_t proposal = g_next_comm_id.load();
+        if (attempt > 0) proposal += retry_offset();
+        std::vector<uint32_t> ids;
+        GPUCOLL_TRY(bootstrap_allgather(bs, proposal, &ids));
+        const uint32_t id = *std::max_element(ids.begin(), ids.end());
+        uint32_t cur = g_next_comm_id.load();
+        while (cur <= id && !g_next_comm_id.compare_exchange_weak(cur, id + 1)) {
+        }
+        comm_id = id & 0xffff;
+        const bool held = hold_comm_id(comm_id);
+        GPUCOLL_TRY(bootstrap_agree(bs, held, &all_ok));
+        if (all_ok) break;
+        if (held) release_comm_id(comm_id);
+        if (attempt == 64)
+            return set_error(GPUCOLL_ERR_UNSUPPORTED,
+                             "no communicator id free in every process after 64 tries (%zu "
+                             "communicators between nodes live in this one)",
+                             live_comm_ids());
     }
-    const uint32_t comm_id = id & 0xffff;
+    h->comm_id_ = comm_id;
+    h->comm_id_held_ = true;
     const std::vector<uint8_t>& address = transport->address();
     std::vector<uint32_t> lengths;
     GPUCOLL_TRY(bootstrap_allgather(bs, static_cast<uint32_t>(address.size()), &lengths));
@@ -89,7 +147,6 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     std::copy(address.begin(), address.end(), padded.begin());
     GPUCOLL_TRY(bootstrap_allgather(bs, padded.data(), longest, all.data()));
 
-    std::unique_ptr<Hierarchy> h(new Hierarchy());
     h->topo_ = topo;
     h->algorithm_ = static_cast<InterAlgorithm>(config.inter_algorithm);
     h->direct_max_bytes_ = config.inter_direct_max_bytes;

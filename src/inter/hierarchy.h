@@ -59,6 +59,8 @@ struct VerdictExchange {
 
 class Hierarchy {
 public:
+    ~Hierarchy();  // gives the communicator id back
+
     // Collective over the whole communicator (bs). *out stays null, on every
     // rank, when the transport cannot serve it (why: logged by the caller
     // from last_error()). node_abort: the node communicator's abort word.
@@ -100,6 +102,8 @@ private:
     std::vector<Verdict> verdicts_;  // the members' verdicts of the current call
     InterAlgorithm algorithm_ = InterAlgorithm::Auto;
     size_t direct_max_bytes_ = 0;
+    uint32_t comm_id_ = 0;
+    bool comm_id_held_ = false;  // in this process's set of live ids
 };
 
 }  // namespace gpucoll::inter

@@ -27,12 +27,9 @@ Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> member
 Group::~Group() {
     transport_->cancel(&control_recv_);
     for (Request& r : control_sends_) transport_->cancel(&r);
-    // A send abandoned by a failed transfer may still read the buffers it
-    // was sent from (the pinned stage, or device scratch): kept, not freed.
-    if (ever_abandoned_) {
-        send_stage_.leak();
-        scratch_ = nullptr;
-    }
+    // A staged send abandoned by a failed transfer may still read the pinned
+    // stage it was sent from: kept, not freed.
+    if (stage_abandoned_) send_stage_.leak();
     if (scratch_ != nullptr) device_->free(scratch_);
     if (reduce_chunks_ != nullptr) device_->free(reduce_chunks_);
 }
@@ -233,9 +230,12 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         for (Slot& sl : recv_slots) transport_->cancel(&sl.req);
         for (Slot& sl : send_slots) {
             transport_->cancel(&sl.req);
-            last_abandoned_ = last_abandoned_ || sl.req.abandoned;
+            if (!sl.req.abandoned) continue;
+            last_abandoned_ = true;
+            // From the stage unless a host send (exchange_host's copy) or
+            // direct (the caller's device memory).
+            stage_abandoned_ = stage_abandoned_ || (!sends[sl.op].host && !direct_);
         }
-        ever_abandoned_ = ever_abandoned_ || last_abandoned_;
         return s;
     };
     // Zero-byte operations carry nothing: skip them on both sides.

@@ -158,8 +158,9 @@ private:
     std::unique_ptr<uint8_t[]> host_mine_;
     size_t host_mine_bytes_ = 0;
     // The last transfer abandoned a send (it failed with a send in flight):
-    // UCX may still read that send's buffer. Ever: whether any did.
-    bool last_abandoned_ = false, ever_abandoned_ = false;
+    // UCX may still read that send's buffer. stage: any transfer abandoned
+    // a send from the pinned stage.
+    bool last_abandoned_ = false, stage_abandoned_ = false;
 };
 
 }  // namespace gpucoll::inter

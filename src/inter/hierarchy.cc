@@ -128,9 +128,10 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
         }
         comm_id = id & 0xffff;
         const bool held = hold_comm_id(comm_id);
-        GPUCOLL_TRY(bootstrap_agree(bs, held, &all_ok));
-        if (all_ok) break;
+        const Status agreed = bootstrap_agree(bs, held, &all_ok);
+        if (agreed == kSuccess && all_ok) break;
         if (held) release_comm_id(comm_id);
+        GPUCOLL_TRY(agreed);
         if (attempt == 64)
             return set_error(GPUCOLL_ERR_UNSUPPORTED,
                              "no communicator id free in every process after 64 tries (%zu "

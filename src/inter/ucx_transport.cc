@@ -176,7 +176,7 @@ Status Transport::recv(uint64_t tag, uint64_t mask, void* buf, size_t bytes, Mem
     param.memory_type = memory_type(kind);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(impl_->worker, buf, bytes, tag, mask, &param);
     if (UCS_PTR_IS_ERR(r)) return ucx_error("tag receive", UCS_PTR_STATUS(r));
-    *req = Request{r, true, true, bytes};
+    *req = Request{r, r != nullptr, true, bytes};
     if (r == nullptr)  // no UCX does this with the flag; no length to check
         return set_error(GPUCOLL_ERR_INTERNAL,
                          "UCX completed a receive at once despite "

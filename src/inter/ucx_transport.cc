@@ -143,17 +143,6 @@ Status Transport::connect(const uint8_t* address, size_t bytes, Endpoint** out) 
     return kSuccess;
 }
 
-namespace {
-
-Status size_mismatch(size_t received, size_t expected) {
-    return set_error(GPUCOLL_ERR_INTERNAL,
-                     "a peer sent %zu bytes where this call expects %zu: the ranks describe "
-                     "different calls",
-                     received, expected);
-}
-
-}  // namespace
-
 Status Transport::send(Endpoint* ep, uint64_t tag, const void* buf, size_t bytes, MemKind kind,
                        Request* req) {
     ucp_request_param_t param{};
@@ -207,7 +196,11 @@ Status Transport::test(Request* req, bool* done) {
     req->active = false;
     *done = true;
     if (s != UCS_OK) return ucx_error(req->is_recv ? "tag receive" : "tag send", s);
-    if (received != req->expected) return size_mismatch(received, req->expected);
+    if (received != req->expected)
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "a peer sent %zu bytes where this call expects %zu: the ranks describe "
+                         "different calls",
+                         received, req->expected);
     return kSuccess;
 }
 

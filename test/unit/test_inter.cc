@@ -548,45 +548,47 @@ int run_rank_abandoned_send(int rank, gpucoll_bootstrap_t& bs) {
     Checker k{rank};
     TransportPair pair;
     if (const int rc = pair.open(rank, bs); rc != 0) return rc;
-    Transport* t = pair.t.get();
-    Endpoint* peer = pair.peer;
-    auto finish = [&](Request& req) { return pair.finish(req) == GPUCOLL_SUCCESS; };
     const size_t bytes = size_t{16} << 20;  // rendezvous: waits for the receive
     std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(rank + 1));
     unsigned char ack = 0;
     if (rank == 0) {
         Request req;
-        k.check(t->send(peer, 7, buf.data(), bytes, MemKind::Host, &req) == GPUCOLL_SUCCESS, "%s",
-                "send");
-        for (int i = 0; i < 100; ++i) t->progress();
-        t->cancel(&req);
+        k.check(
+            pair.t->send(pair.peer, 7, buf.data(), bytes, MemKind::Host, &req) == GPUCOLL_SUCCESS,
+            "%s", "send");
+        for (int i = 0; i < 100; ++i) pair.t->progress();
+        pair.t->cancel(&req);
         k.check(req.abandoned && !req.active, "%s", "a send in flight is abandoned when cancelled");
         bs.barrier(bs.ctx);  // the receiver posts its receive only now
         Request got;         // its acknowledgement, once it has the whole message
-        k.check(t->recv(9, ~uint64_t{0}, &ack, 1, MemKind::Host, &got) == GPUCOLL_SUCCESS, "%s",
-                "ack recv");
-        k.check(finish(got) && ack == 1, "%s", "the abandoned send was not delivered");
+        k.check(pair.t->recv(9, ~uint64_t{0}, &ack, 1, MemKind::Host, &got) == GPUCOLL_SUCCESS,
+                "%s", "ack recv");
+        k.check(pair.finish(got) == GPUCOLL_SUCCESS && ack == 1, "%s",
+                "the abandoned send was not delivered");
         Request small;
-        k.check(t->send(peer, 8, buf.data(), 8, MemKind::Host, &small) == GPUCOLL_SUCCESS, "%s",
-                "small send");
-        k.check(finish(small), "%s", "small send");
-        t->cancel(&small);
+        k.check(pair.t->send(pair.peer, 8, buf.data(), 8, MemKind::Host, &small) == GPUCOLL_SUCCESS,
+                "%s", "small send");
+        k.check(pair.finish(small) == GPUCOLL_SUCCESS, "%s", "small send");
+        pair.t->cancel(&small);
         k.check(!small.abandoned, "%s", "a completed send is not abandoned");
     } else {
         bs.barrier(bs.ctx);
         Request req;
-        k.check(t->recv(7, ~uint64_t{0}, buf.data(), bytes, MemKind::Host, &req) == GPUCOLL_SUCCESS,
+        k.check(pair.t->recv(7, ~uint64_t{0}, buf.data(), bytes, MemKind::Host, &req) ==
+                    GPUCOLL_SUCCESS,
                 "%s", "recv");
-        k.check(finish(req) && buf[0] == 1 && buf[bytes - 1] == 1, "%s",
+        k.check(pair.finish(req) == GPUCOLL_SUCCESS && buf[0] == 1 && buf[bytes - 1] == 1, "%s",
                 "the abandoned send was delivered whole");
         ack = 1;
         Request sent;
-        k.check(t->send(peer, 9, &ack, 1, MemKind::Host, &sent) == GPUCOLL_SUCCESS, "%s", "ack");
-        k.check(finish(sent), "%s", "ack sent");
+        k.check(pair.t->send(pair.peer, 9, &ack, 1, MemKind::Host, &sent) == GPUCOLL_SUCCESS, "%s",
+                "ack");
+        k.check(pair.finish(sent) == GPUCOLL_SUCCESS, "%s", "ack sent");
         Request small;
-        k.check(t->recv(8, ~uint64_t{0}, buf.data(), 8, MemKind::Host, &small) == GPUCOLL_SUCCESS,
-                "%s", "small recv");
-        k.check(finish(small), "%s", "small recv");
+        k.check(
+            pair.t->recv(8, ~uint64_t{0}, buf.data(), 8, MemKind::Host, &small) == GPUCOLL_SUCCESS,
+            "%s", "small recv");
+        k.check(pair.finish(small) == GPUCOLL_SUCCESS, "%s", "small recv");
     }
     return k.failures;
 }
@@ -610,35 +612,33 @@ int run_rank_early_message_sizes(int rank, gpucoll_bootstrap_t& bs) {
     Checker k{rank};
     TransportPair pair;
     if (const int rc = pair.open(rank, bs); rc != 0) return rc;
-    Transport* t = pair.t.get();
-    Endpoint* peer = pair.peer;
-    auto finish = [&](Request& req) { return pair.finish(req); };
     std::vector<unsigned char> buf(64, static_cast<unsigned char>(rank + 1));
     {  // one message each way first: the endpoints are wired up after it
         Request hello, sent;
-        int rc = t->recv(10, ~uint64_t{0}, buf.data() + 32, 1, MemKind::Host, &hello);
-        if (rc == GPUCOLL_SUCCESS) rc = t->send(peer, 10, buf.data(), 1, MemKind::Host, &sent);
-        if (rc == GPUCOLL_SUCCESS) rc = finish(sent);
-        if (rc == GPUCOLL_SUCCESS) rc = finish(hello);
+        int rc = pair.t->recv(10, ~uint64_t{0}, buf.data() + 32, 1, MemKind::Host, &hello);
+        if (rc == GPUCOLL_SUCCESS)
+            rc = pair.t->send(pair.peer, 10, buf.data(), 1, MemKind::Host, &sent);
+        if (rc == GPUCOLL_SUCCESS) rc = pair.finish(sent);
+        if (rc == GPUCOLL_SUCCESS) rc = pair.finish(hello);
         k.check(rc == GPUCOLL_SUCCESS, "%s", std::string("hello: ") + gpucoll_last_error());
     }
     if (rank == 0) {
         const size_t sizes[] = {4, 20, 12};  // tags 11, 12, 13
         for (int i = 0; i < 3; ++i) {
             Request req;
-            int rc = t->send(peer, 11 + i, buf.data(), sizes[i], MemKind::Host, &req);
-            if (rc == GPUCOLL_SUCCESS) rc = finish(req);
+            int rc = pair.t->send(pair.peer, 11 + i, buf.data(), sizes[i], MemKind::Host, &req);
+            if (rc == GPUCOLL_SUCCESS) rc = pair.finish(req);
             k.check(rc == GPUCOLL_SUCCESS, "%s",
                     "send " + std::to_string(i) + ": " + gpucoll_last_error());
         }
         bs.barrier(bs.ctx);
     } else {
         bs.barrier(bs.ctx);  // every message is on its way; let them all arrive
-        for (int i = 0; i < 200000; ++i) t->progress();
+        for (int i = 0; i < 200000; ++i) pair.t->progress();
         for (int i = 0; i < 3; ++i) {
             Request req;
-            int rc = t->recv(11 + i, ~uint64_t{0}, buf.data(), 12, MemKind::Host, &req);
-            if (rc == GPUCOLL_SUCCESS) rc = finish(req);
+            int rc = pair.t->recv(11 + i, ~uint64_t{0}, buf.data(), 12, MemKind::Host, &req);
+            if (rc == GPUCOLL_SUCCESS) rc = pair.finish(req);
             if (i < 2)
                 k.check(rc != GPUCOLL_SUCCESS, "a %s message passed for 12 bytes",
                         i == 0 ? "shorter (4 bytes)" : "longer (20 bytes)");

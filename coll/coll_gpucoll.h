@@ -195,6 +195,7 @@ typedef struct mca_coll_gpucoll_module_t {
      * into the core (gpucoll_comm_host_call): once the core was tried, on
      * intracommunicators; per-call verbose output takes the long way. */
     bool host_fast;
+    bool free_watched; /* gpucoll_comm_freed is attached to the communicator */
 } mca_coll_gpucoll_module_t;
 
 /* What the info key mpi_assert_memory_alloc_kinds promises for a communicator. */

@@ -115,6 +115,10 @@ static int gpucoll_comm_freed(MPI_Comm comm, int keyval, void* value, void* extr
 
 /* Arranges for gpucoll_comm_freed at MPI_Comm_free of comm. */
 static void gpucoll_watch_free(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm) {
+    /* Once: setting the attribute again would run gpucoll_comm_freed on the
+     * old value, tearing down the core just created (a core set up again). */
+    if (m->free_watched) return;
+    m->free_watched = true;
     if (MPI_KEYVAL_INVALID == gpucoll_keyval &&
         MPI_SUCCESS != PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, gpucoll_comm_freed,
                                                &gpucoll_keyval, NULL)) {
@@ -377,6 +381,23 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
     call->eligible = call->eligible && all_device;
     call->on_device = all_device;
     int rc = gpucoll_comm_run(core, call);
+    if (GPUCOLL_REBIND == rc) {
+        /* Every rank passed device memory, and some rank's GPU is not the
+         * one current when the core was set up (an application that chose
+         * its GPU after its first collective on comm, e.g. after
+         * MPI_Comm_split_type): every rank got this answer in this call, so
+         * all set the core up again here, on the GPU current now, and run
+         * the call on it. Once: a second answer stages the call. */
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                        "comm %s: %s on another GPU than the one the accelerated path was set up "
+                        "on; setting it up again",
+                        comm->c_name, gpucoll_coll_name(call->coll));
+        mca_coll_gpucoll_accel_release(m);
+        core = gpucoll_core(m, comm);
+        if (NULL == core) return OMPI_ERR_NOT_AVAILABLE;
+        rc = gpucoll_comm_run(core, call);
+        if (GPUCOLL_REBIND == rc) rc = GPUCOLL_DECLINED; /* the same answer on every rank */
+    }
     if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;
     if (GPUCOLL_DECLINED == rc) return OMPI_ERR_NOT_AVAILABLE;
     return mca_coll_gpucoll_core_error(gpucoll_coll_name(call->coll), rc);

@@ -372,6 +372,7 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->asserted_kinds = GPUCOLL_ASSERT_NONE;
     m->host_depth = 0;
     m->host_fast = false;
+    m->free_watched = false;
 }
 
 #define GPUCOLL_RELEASE_ONE(field)             \

@@ -254,6 +254,12 @@ int mca_coll_gpucoll_nonblocking_start_persistent(mca_coll_gpucoll_request_t* r)
         if (OMPI_SUCCESS != rc) mca_coll_gpucoll_request_complete(r, rc);
         return rc;
     }
+    if (NULL != r->plan && !gpucoll_plan_matches(m->core, r->plan)) {
+        /* Made for a core that was set up again since (the GPU changed): the
+         * same on every rank, so every rank starts without its plan. */
+        gpucoll_plan_free(r->plan);
+        r->plan = NULL;
+    }
     const int rc = NULL != r->plan ? gpucoll_plan_start(m->core, r->plan, &r->pending)
                                    : gpucoll_comm_start(m->core, &r->call, GPUCOLL_FORM_PERSISTENT,
                                                         &r->pending);

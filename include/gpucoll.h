@@ -47,7 +47,10 @@ typedef enum gpucoll_status {
     GPUCOLL_ERR_INTERNAL = 10,
     GPUCOLL_ERR_BUFFER = 11, /* a buffer does not fit inside its device allocation, or the
                                 ranks describe different calls (MPI_ERR_BUFFER) */
-    GPUCOLL_DECLINED = 100   /* not an error: gpucoll_comm_run left the call to the caller */
+    GPUCOLL_DECLINED = 100,  /* not an error: gpucoll_comm_run left the call to the caller */
+    GPUCOLL_REBIND = 101     /* not an error: declined because a rank's buffers are on another
+                                GPU than the one the communicator was set up on; every rank
+                                returns it: destroy the communicator and create it again */
 } gpucoll_status_t;
 
 /* ---------------------------------------------------------------------------
@@ -82,6 +85,8 @@ GPUCOLL_EXPORT int gpucoll_device_count(void);
 /* Makes ordinal the calling thread's device for allocations and device work
  * (cuda: cudaSetDevice). */
 GPUCOLL_EXPORT int gpucoll_set_device(int ordinal);
+/* The calling thread's device (cuda: cudaGetDevice); -1 without a backend. */
+GPUCOLL_EXPORT int gpucoll_current_device(void);
 /* One rank per GPU, the usual way: the environment variable GPUCOLL_LOCAL_GPU
  * if set, else the node-local rank (OMPI_COMM_WORLD_LOCAL_RANK,
  * MPI_LOCALRANKID, SLURM_LOCALID, PMIX_LOCAL_RANK; 0 if none is set) modulo
@@ -443,7 +448,15 @@ typedef struct gpucoll_call {
  *   GPUCOLL_DECLINED  the accelerated path declined it on every rank: the
  *                     caller handles it (host buffers: saved module, device
  *                     buffers: staging) — the same answer on every rank;
- *   other             failure (every rank fails, no hang). */
+ *   GPUCOLL_REBIND    nothing was done, on every rank: every rank passed device
+ *                     memory, but some rank's is on another GPU than the one
+ *                     current when comm was created (the application chose its
+ *                     GPU after its first collective). The caller destroys comm
+ *                     and creates it again (collective; the GPU current now on
+ *                     each rank), then runs the call again;
+ *   other             failure (every rank fails, no hang).
+ * The work runs on the GPU that was current when comm was created, whatever
+ * the calling thread's current GPU (restored on return). */
 GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call);
 /* The cheap form of gpucoll_comm_run for a rank that passes no device
  * memory in this call: posts its decline and returns GPUCOLL_DECLINED (or an
@@ -497,6 +510,8 @@ GPUCOLL_EXPORT int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_
  * communicator it was made for (else GPUCOLL_ERR_INVALID_ARG). */
 GPUCOLL_EXPORT int gpucoll_plan_start(gpucoll_comm_t* comm, gpucoll_plan_t* plan,
                                       gpucoll_pending_t** op);
+/* 1 if plan was made for comm (not for a communicator set up again since). */
+GPUCOLL_EXPORT int gpucoll_plan_matches(const gpucoll_comm_t* comm, const gpucoll_plan_t* plan);
 /* Frees the plan; a start still in flight keeps what it needs. NULL: no-op. */
 GPUCOLL_EXPORT void gpucoll_plan_free(gpucoll_plan_t* plan);
 /* The nonblocking form of gpucoll_comm_decline (a rank with host buffers). */

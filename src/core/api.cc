@@ -98,6 +98,14 @@ int gpucoll_set_device(int ordinal) {
     return d->set_current_device(ordinal);
 }
 
+int gpucoll_current_device(void) {
+    Device* d = nullptr;
+    int ordinal = -1;
+    if (require_device(&d) != GPUCOLL_SUCCESS || d->current_device(&ordinal) != GPUCOLL_SUCCESS)
+        return -1;
+    return ordinal;
+}
+
 int gpucoll_select_local_device(void) {
     Device* d = nullptr;
     if (require_device(&d) != GPUCOLL_SUCCESS) return -1;

@@ -270,6 +270,10 @@ int gpucoll_plan_start(gpucoll_comm_t* comm, gpucoll_plan_t* plan, gpucoll_pendi
     return GPUCOLL_SUCCESS;
 }
 
+int gpucoll_plan_matches(const gpucoll_comm_t* comm, const gpucoll_plan_t* plan) {
+    return comm != nullptr && plan != nullptr && plan->plan->comm_id == comm->node->id() ? 1 : 0;
+}
+
 void gpucoll_plan_free(gpucoll_plan_t* plan) { std::unique_ptr<gpucoll_plan> owned(plan); }
 
 int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {

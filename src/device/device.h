@@ -82,6 +82,12 @@ public:
     virtual Status reached(uint64_t ticket, bool* done) = 0;
 };
 
+// What DeviceScope restores: the thread's state before it was entered.
+struct DeviceBinding {
+    uintptr_t previous = 0;  // backend-specific (CUDA: the previous context, maybe none)
+    bool changed = false;    // false: nothing to restore
+};
+
 class Device {
 public:
     virtual ~Device() = default;
@@ -95,6 +101,12 @@ public:
     // work without a stream runs unless its buffers say otherwise.
     virtual Status current_device(int* ordinal) = 0;
     virtual Status set_current_device(int ordinal) = 0;
+    // Makes ordinal the calling thread's current device; *saved says how to
+    // undo it. leave_device restores exactly the previous state, creating
+    // nothing (CUDA: the previous context, or none: never a context on the
+    // device that was merely "current" by default). Use DeviceScope.
+    virtual Status enter_device(int ordinal, DeviceBinding* saved) = 0;
+    virtual void leave_device(const DeviceBinding& saved) = 0;
     virtual Status gpu_identity(int ordinal, GpuIdentity* out) = 0;
     // The GPU's PCI bus id ("0000:18:00.0"), for the topology; empty where
     // the device has none (emu).
@@ -162,6 +174,30 @@ public:
     virtual Status ipc_export(void* base, IpcHandle* handle) = 0;
     // Map a peer's exported allocation into this process.
     virtual Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) = 0;
+};
+
+// The device a communicator was set up on, made current for the calling
+// thread while the scope lives (an MPI thread whose application switched
+// devices, the progress thread, a thread that never chose one), then the
+// thread's previous state back.
+class DeviceScope {
+public:
+    DeviceScope() = default;
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+    ~DeviceScope() {
+        if (device_ != nullptr && saved_.changed) device_->leave_device(saved_);
+    }
+    Status enter(Device* device, int ordinal) {
+        if (device == nullptr || ordinal < 0 || device_ != nullptr) return kSuccess;
+        GPUCOLL_TRY(device->enter_device(ordinal, &saved_));
+        device_ = device;
+        return kSuccess;
+    }
+
+private:
+    Device* device_ = nullptr;
+    DeviceBinding saved_;
 };
 
 // Factories, one per backend. They return nullptr (and set the last error)

@@ -280,7 +280,7 @@ Status Hierarchy::combine(const Group& g, const Verdict& mine, const std::vector
             return set_error(GPUCOLL_ERR_INTERNAL, "a peer sent an invalid verdict %u", v.code);
         if (v.code > out->code) *out = v;
     }
-    if (out->code == kAccelerate) {
+    if (out->code == kAccelerate || out->code == kRebind) {
         for (int p = 0; p < g.size(); ++p)
             if (p != g.me() && !(theirs[p].sig == mine.sig)) {
                 *out = theirs[p];

@@ -30,8 +30,15 @@ struct Topology {
 
 // A node's answer on one call, exchanged between nodes. Codes by
 // precedence: any decline stages the call everywhere; else a refusal or a
-// mismatch fails it everywhere; else it runs.
-enum VerdictCode : uint32_t { kAccelerate = 1, kMismatch = 2, kRefuse = 3, kDecline = 4 };
+// mismatch fails it everywhere; else a rank whose buffers are on another GPU
+// than the communicator's makes every rank set it up again; else it runs.
+enum VerdictCode : uint32_t {
+    kAccelerate = 1,
+    kRebind = 2,
+    kMismatch = 3,
+    kRefuse = 4,
+    kDecline = 5
+};
 struct Verdict {
     uint32_t code = kAccelerate;
     int32_t rank = -1;  // the rank whose post decided a failure

@@ -163,8 +163,9 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     // The current device: the application chose it before its first
     // collective (gpucoll_select_local_device, cudaSetDevice).
     int ordinal = -1;
-    if (comm->device_->current_device(&ordinal) == kSuccess &&
-        comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
+    if (comm->device_->current_device(&ordinal) != kSuccess) ordinal = -1;
+    comm->ordinal_ = ordinal;
+    if (ordinal >= 0 && comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
         hello.gpu_known = 1;
         hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
     }
@@ -346,6 +347,8 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
 NodeComm::~NodeComm() {
     ProgressAgent::instance().forget(this);  // first: the agent may be advancing our queue
     std::lock_guard lock(lock_);
+    DeviceScope on_device;  // calls still queued end on our GPU
+    (void)on_device.enter(device_, ordinal_);
     teardown();
 }
 
@@ -654,6 +657,21 @@ Status NodeComm::check_user_buffers(const gpucoll_call_t& call, const BufferByte
     return kSuccess;
 }
 
+// The user's buffers must be on the GPU this communicator works on (where
+// its stream, scratch and mappings are): a kernel there cannot reach
+// another GPU's memory. GPUCOLL_REBIND otherwise.
+Status NodeComm::check_on_our_device(const BufferBytes& bytes, const PointerInfo& send_info,
+                                     const PointerInfo& recv_info) const {
+    int other = -1;
+    if (bytes.send != 0 && send_info.device != ordinal_) other = send_info.device;
+    if (bytes.recv != 0 && recv_info.device != ordinal_) other = recv_info.device;
+    if (other < 0 && ordinal_ >= 0) return kSuccess;
+    return set_error(GPUCOLL_REBIND,
+                     "buffers on GPU %d, but the communicator was set up on GPU %d (its first "
+                     "collective ran before the application chose its GPU)",
+                     other, ordinal_);
+}
+
 Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, uint64_t seq,
                          Prepared* out, const Plan* plan) {
     const Algorithm* a = find_algorithm(call.coll, algo);
@@ -664,7 +682,10 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     // now, once for the checks and the descriptors.
     const bool planned = plan != nullptr && plan->described;
     PointerInfo send_info, recv_info;
-    if (!planned) GPUCOLL_TRY(check_user_buffers(call, bytes, &send_info, &recv_info));
+    if (!planned) {
+        GPUCOLL_TRY(check_user_buffers(call, bytes, &send_info, &recv_info));
+        GPUCOLL_TRY(check_on_our_device(bytes, send_info, recv_info));
+    }
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
         GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, call_size_, elem)));
@@ -824,6 +845,14 @@ inter::Verdict NodeComm::local_verdict(uint64_t seq, const CallSignature& sig) c
             return v;
         }
     }
+    // Every rank passed device memory, some of it on another GPU: all set
+    // the communicator up again (nothing was touched).
+    for (int p = 0; p < size_; ++p)
+        if (post_of(p, seq).kind == PostKind::Rebind) {
+            v.code = inter::kRebind;
+            v.rank = global_rank(p);
+            return v;
+        }
     return v;
 }
 
@@ -898,9 +927,16 @@ Status NodeComm::advance_verdict(Pending& op, bool* ready) {
 }
 
 int NodeComm::run(const gpucoll_call_t& call) {
+    // Our GPU, whatever the calling thread's (restored on return).
+    DeviceScope on_device;
+    const Status bound = on_device.enter(device_, ordinal_);
     drain();  // calls started before this one end first
     Pending op;
     op.call = call;
+    if (bound != kSuccess) {  // staged, with the others (a post of ours they wait for)
+        log(1, "cannot make GPU %d current: %s; declining", ordinal_, last_error());
+        op.decline_only = true;
+    }
     begin(op);
     return op.done ? op.status : conclude(op);
 }
@@ -937,6 +973,19 @@ void NodeComm::begin(Pending& op) {
         } else if (ps == GPUCOLL_ERR_BUFFER) {
             op.kind = PostKind::Refuse;  // wait for the others: all fail unless one declined
             op.refusal = last_error();
+        } else if (ps == GPUCOLL_REBIND && !op.queued) {
+            op.kind = PostKind::Rebind;  // wait for the others: all set up again, unless...
+            log(1, "call %llu: %s; setting the communicator up again on every rank",
+                static_cast<unsigned long long>(seq), last_error());
+        } else if (ps == GPUCOLL_REBIND) {
+            // A nonblocking call cannot set the communicator up again (that
+            // waits for every rank): staged, until a blocking call does.
+            if (!warned_other_device_)
+                log(1,
+                    "call %llu: %s; nonblocking and persistent calls are staged until a "
+                    "blocking collective on device buffers sets the communicator up again",
+                    static_cast<unsigned long long>(seq), last_error());
+            warned_other_device_ = true;
         } else if (config_.verbose >= 10) {
             log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
         }
@@ -969,6 +1018,7 @@ int NodeComm::conclude(Pending& op) {
     else if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess)
         return fail(s, seq);
     if (v.code == inter::kDecline) return GPUCOLL_DECLINED;
+    if (v.code == inter::kRebind) return GPUCOLL_REBIND;
     if (v.code == inter::kRefuse) {
         if (v.rank == global_rank(rank_))
             return set_error(GPUCOLL_ERR_BUFFER, "%s", op.refusal.c_str());
@@ -1058,7 +1108,9 @@ std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) 
     // of at each start) is left to each start.
     PointerInfo send_info, recv_info;
     const BufferBytes bytes = bytes_of(plan->call, rank_);
-    if (check_user_buffers(plan->call, bytes, &send_info, &recv_info) != kSuccess) return plan;
+    if (check_user_buffers(plan->call, bytes, &send_info, &recv_info) != kSuccess ||
+        check_on_our_device(bytes, send_info, recv_info) != kSuccess)
+        return plan;
     if (bytes.send != 0 &&
         cache_->describe(device_, call.sendbuf, send_info, &plan->send) != kSuccess)
         return plan;
@@ -1136,6 +1188,12 @@ bool NodeComm::peers_posted(uint64_t seq) const {
 
 bool NodeComm::progress(bool post_only) {
     if (advancing_) return queue_.empty();  // from a wait inside a call we are running
+    if (queue_.empty() && background_.empty()) return true;
+    // Our GPU, on whichever thread advances the queue (the progress agent's
+    // has none of its own; an application thread may have another).
+    DeviceScope on_device;
+    if (on_device.enter(device_, ordinal_) != kSuccess)
+        log(1, "cannot make GPU %d current: %s", ordinal_, last_error());
     advancing_ = true;
     if (!background_.empty()) advance_background(Sweep::Once);
     while (!queue_.empty()) {

@@ -298,6 +298,8 @@ private:
                    Prepared* out, const Plan* plan = nullptr);
     // The user's buffers checked (extent, device memory, reduction support)
     // and, where bytes.* asks, described for peers.
+    Status check_on_our_device(const BufferBytes& bytes, const PointerInfo& send_info,
+                               const PointerInfo& recv_info) const;
     Status check_user_buffers(const gpucoll_call_t& call, const BufferBytes& bytes,
                               PointerInfo* send_info, PointerInfo* recv_info) const;
     // Describes user for peers; memory IPC cannot export is replaced by an
@@ -361,6 +363,11 @@ private:
     int call_size_ = 0;           // ranks of the whole communicator
     std::vector<int> global_of_;  // local rank -> rank of the whole communicator
     Device* device_ = nullptr;
+    // The GPU current when the communicator was created: its scratch,
+    // stream and mappings live there, and every entry (the application's
+    // threads, the progress agent) works on it. -1: unknown.
+    int ordinal_ = -1;
+    bool warned_other_device_ = false;
     IpcCache* cache_ = nullptr;
     gpucoll_comm_config_t config_{};
     SharedSegment segment_;

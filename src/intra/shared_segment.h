@@ -36,6 +36,8 @@ enum class PostKind : uint32_t {
     Accelerate = 1,  // my buffers are device memory, posted below
     Decline = 2,     // host buffers, ineligible call or a local failure: all decline
     Refuse = 3,      // my buffers do not fit the call: every rank fails it (unless one declined)
+    Rebind = 4,      // my buffers are on another GPU than the communicator's: unless one
+                     // declined or refused, every rank returns GPUCOLL_REBIND
 };
 
 // What a rank was asked to do: every rank compares the others' with its own

@@ -31,6 +31,9 @@
 # 12. coll_gpucoll_uniform_memory kept (device memory everywhere) but a bcast
 #     whose root's strided datatype makes it ineligible there, blocking,
 #     nonblocking and persistent: staged everywhere, correct, no hang.
+# 13. the GPU chosen after MPI_Comm_split_type, one per rank (emu, 4
+#     emulated GPUs; 2x2 and 2+1+1): every node sets the communicator up
+#     again on the right GPU and the calls are accelerated and right.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -176,5 +179,14 @@ echo "== 12. uniform memory, a root whose datatype is staged: every form staged,
 run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp --mca coll_gpucoll_uniform_memory 1 \
     --mca coll_gpucoll_progress_thread on -- \
     sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_internode" --uneven-types
+
+if [ "$TEST_DEVICE" = emu ]; then
+    echo "== 13. the GPU chosen after the first collective, between nodes"
+    for shape in "2 2" "2 1 1"; do
+        # shellcheck disable=SC2086 # words
+        run_mpi 4 --mca coll_gpucoll_device emu $tcp --mca coll_gpucoll_progress_thread on \
+            -x GPUCOLL_EMU_DEVICES=4 -- sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_device_choice"
+    done
+fi
 
 echo "PASS: internode"

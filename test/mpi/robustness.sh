@@ -11,7 +11,11 @@
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
 #     accelerated path turns itself off and says so; results stay right;
 #  3. MPI_THREAD_MULTIPLE: device MPI_Reduce_local in one thread while
-#     another runs host collectives on MPI_COMM_SELF (test_threads).
+#     another runs host collectives on MPI_COMM_SELF (test_threads);
+#  4. the GPU chosen after the first collective (MPI_Comm_split_type, then
+#     one GPU per rank: emu's GPUCOLL_EMU_DEVICES): the communicator is set
+#     up again on the right GPU, the progress thread works there too
+#     (test_device_choice).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -50,4 +54,11 @@ grep -q 'parameters differ between the ranks' "$MPI_OUT" ||
     fail "no message about the differing parameters"
 echo "== MPI_THREAD_MULTIPLE: device reduce_local beside host calls on MPI_COMM_SELF"
 run_mpi 2 --mca coll_gpucoll_device "$TEST_DEVICE" -- "$MPI_TESTDIR/test_threads"
+if [ "$TEST_DEVICE" = emu ]; then
+    echo "== the GPU chosen after MPI_Comm_split_type, one per rank (4 emulated GPUs)"
+    for pt in 0 1; do
+        run_mpi 4 --mca coll_gpucoll_device emu --mca coll_gpucoll_progress_thread "$pt" \
+            -x GPUCOLL_EMU_DEVICES=4 -- "$MPI_TESTDIR/test_device_choice"
+    done
+fi
 echo "PASS: robustness"

@@ -644,4 +644,94 @@ TEST(EmuResources, DestroyingTheDeviceReleasesWhatWasNotFreed) {
     EXPECT_EQ(count_open_fds(), baseline);
 }
 
+// ---- several emulated GPUs (GPUCOLL_EMU_DEVICES) --------------------------------------
+
+// Each thread has its current GPU; memory and streams belong to the GPU
+// current when they were made; a reduction reaches only its own GPU's memory.
+TEST(EmuDevices, MemoryAndStreamsBelongToTheCurrentGpuAndKernelsStayOnIt) {
+    ScopedEnv env("GPUCOLL_EMU_DEVICES", "2");
+    auto dev = gpucoll::make_emu_device();
+    ASSERT_EQ(dev->device_count(), 2);
+    int current = -1;
+    ASSERT_DEV_OK(dev->current_device(&current));
+    EXPECT_EQ(current, 0);
+    void* on0 = nullptr;
+    void* on1 = nullptr;
+    ASSERT_DEV_OK(dev->alloc(&on0, 4096));
+    ASSERT_DEV_OK(dev->set_current_device(1));
+    ASSERT_DEV_OK(dev->alloc(&on1, 4096));
+    std::unique_ptr<gpucoll::Stream> stream1;
+    ASSERT_DEV_OK(dev->create_stream(&stream1));
+    gpucoll::PointerInfo info;
+    ASSERT_DEV_OK(dev->query(on0, &info));
+    EXPECT_EQ(info.device, 0);
+    ASSERT_DEV_OK(dev->query(on1, &info));
+    EXPECT_EQ(info.device, 1);
+    EXPECT_NE(dev->set_current_device(2), gpucoll::kSuccess);
+
+    const void* srcs[] = {on1, on0};
+    // On GPU 1's stream, GPU 0's memory is out of reach, as a source...
+    EXPECT_EQ(dev->reduce(on1, srcs, 2, 16, GPUCOLL_FLOAT, GPUCOLL_OP_SUM, stream1.get()),
+              GPUCOLL_ERR_DEVICE);
+    EXPECT_NE(std::string(gpucoll::last_error()).find("memory of device 0"), std::string::npos)
+        << gpucoll::last_error();
+    // ...and as the result; without a stream the result's GPU runs it.
+    const void* own[] = {on1};
+    EXPECT_EQ(dev->reduce(on0, own, 1, 16, GPUCOLL_FLOAT, GPUCOLL_OP_SUM, stream1.get()),
+              GPUCOLL_ERR_DEVICE);
+    EXPECT_EQ(dev->reduce(on0, srcs, 2, 16, GPUCOLL_FLOAT, GPUCOLL_OP_SUM, nullptr),
+              GPUCOLL_ERR_DEVICE);
+    EXPECT_DEV_OK(dev->reduce(on1, own, 1, 16, GPUCOLL_FLOAT, GPUCOLL_OP_SUM, stream1.get()));
+    EXPECT_DEV_OK(stream1->synchronize());
+    // Copies cross GPUs (CUDA copies between devices without peer access).
+    EXPECT_DEV_OK(dev->memcpy(on0, on1, 64, stream1.get()));
+    EXPECT_DEV_OK(stream1->synchronize());
+
+    // An import belongs to the GPU current when it was made.
+    gpucoll::IpcHandle handle;
+    ASSERT_DEV_OK(dev->ipc_export(on0, &handle));
+    std::unique_ptr<gpucoll::IpcMapping> mapping;
+    ASSERT_DEV_OK(dev->ipc_import(handle, &mapping));
+    ASSERT_DEV_OK(dev->query(mapping->address(), &info));
+    EXPECT_EQ(info.device, 1);
+
+    // A thread has its own current GPU.
+    std::thread([&] {
+        int other = -1;
+        EXPECT_DEV_OK(dev->current_device(&other));
+        EXPECT_EQ(other, 0);
+    }).join();
+    mapping.reset();
+    stream1.reset();
+    EXPECT_DEV_OK(dev->free(on0));
+    EXPECT_DEV_OK(dev->free(on1));
+    ASSERT_DEV_OK(dev->set_current_device(0));
+}
+
+TEST(EmuDevices, DeviceScopeRestoresTheThreadsGpu) {
+    ScopedEnv env("GPUCOLL_EMU_DEVICES", "3");
+    auto dev = gpucoll::make_emu_device();
+    ASSERT_DEV_OK(dev->set_current_device(2));
+    {
+        gpucoll::DeviceScope scope;
+        ASSERT_DEV_OK(scope.enter(dev.get(), 1));
+        int current = -1;
+        ASSERT_DEV_OK(dev->current_device(&current));
+        EXPECT_EQ(current, 1);
+        ASSERT_DEV_OK(scope.enter(dev.get(), 0));  // once: a second enter keeps the first
+        ASSERT_DEV_OK(dev->current_device(&current));
+        EXPECT_EQ(current, 1);
+    }
+    int current = -1;
+    ASSERT_DEV_OK(dev->current_device(&current));
+    EXPECT_EQ(current, 2);
+    {
+        gpucoll::DeviceScope scope;
+        EXPECT_NE(scope.enter(dev.get(), 5), gpucoll::kSuccess);  // no such GPU: unchanged
+    }
+    ASSERT_DEV_OK(dev->current_device(&current));
+    EXPECT_EQ(current, 2);
+    ASSERT_DEV_OK(dev->set_current_device(0));
+}
+
 }  // namespace

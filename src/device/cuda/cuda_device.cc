@@ -6,10 +6,11 @@
 // without an NVIDIA driver.
 //
 // Which GPU: work without a stream runs on the calling thread's current device
-// (as cudaMalloc does), so an application that calls cudaSetDevice after
-// MPI_Init is served on the device it chose. A Stream remembers the device it
-// was created on, and kernels enqueued on it switch to that device for the
-// launch. Work without a stream goes to the legacy default stream and is waited
+// (as cudaMalloc does); the core makes its communicator's GPU current
+// (DeviceScope: enter_device/leave_device, which restore the thread's previous
+// context, or none) on every thread that works for it. A Stream remembers the
+// device it was created on, and kernels enqueued on it switch to that device
+// for the launch. Work without a stream goes to the legacy default stream and is waited
 // for, so it is also ordered after the application's work on blocking streams.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -59,6 +60,8 @@ public:
         GPUCOLL_TRY(resolve("cuDeviceGetUuid", &device_get_uuid_));
         GPUCOLL_TRY(resolve("cuDeviceGetAttribute", &device_get_attribute_));
         GPUCOLL_TRY(resolve("cuGetErrorString", &get_error_string_));
+        GPUCOLL_TRY(resolve("cuCtxGetCurrent", &ctx_get_current_));
+        GPUCOLL_TRY(resolve("cuCtxSetCurrent", &ctx_set_current_));
         // Stream memory operations are optional: without them, device flags
         // are flag kernels (cuda_flags.cu).
         if (resolve("cuStreamWriteValue64", &stream_write_value64_) != kSuccess ||
@@ -111,6 +114,12 @@ public:
         }
         return s;
     }
+
+    // The calling thread's current context (nullptr: none yet), and back.
+    Status current_context(CUcontext* ctx) const {
+        return check(ctx_get_current_(ctx), "cuCtxGetCurrent");
+    }
+    void restore_context(CUcontext ctx) const { (void)ctx_set_current_(ctx); }
 
     // The device holding ptr (device memory only).
     Status ordinal(const void* ptr, int* out) const {
@@ -213,6 +222,8 @@ private:
     PFN_cuStreamWriteValue64_v11070 stream_write_value64_ = nullptr;
     PFN_cuStreamWaitValue64_v11070 stream_wait_value64_ = nullptr;
     PFN_cuGetErrorString_v6000 get_error_string_ = nullptr;
+    PFN_cuCtxGetCurrent_v4000 ctx_get_current_ = nullptr;
+    PFN_cuCtxSetCurrent_v4000 ctx_set_current_ = nullptr;
 };
 
 Status DriverApi::check(CUresult r, const char* what, ...) const {
@@ -427,6 +438,25 @@ public:
     Status set_current_device(int ordinal) override {
         GPUCOLL_TRY(valid_ordinal(ordinal));
         return check(cudaSetDevice(ordinal), "cudaSetDevice(%d)", ordinal);
+    }
+    // Switches only when the thread is not on ordinal's context already, and
+    // gives the thread its previous context back (none, if it had none:
+    // cudaSetDevice of the previous ordinal would create a context there).
+    Status enter_device(int ordinal, DeviceBinding* saved) override {
+        *saved = DeviceBinding{};
+        GPUCOLL_TRY(valid_ordinal(ordinal));
+        CUcontext previous = nullptr;
+        GPUCOLL_TRY(driver_.current_context(&previous));
+        int current = -1;
+        if (previous != nullptr && cudaGetDevice(&current) == cudaSuccess && current == ordinal)
+            return kSuccess;
+        GPUCOLL_TRY(check(cudaSetDevice(ordinal), "cudaSetDevice(%d)", ordinal));
+        saved->previous = reinterpret_cast<uintptr_t>(previous);
+        saved->changed = true;
+        return kSuccess;
+    }
+    void leave_device(const DeviceBinding& saved) override {
+        if (saved.changed) driver_.restore_context(reinterpret_cast<CUcontext>(saved.previous));
     }
     Status gpu_identity(int ordinal, GpuIdentity* out) override {
         GPUCOLL_TRY(valid_ordinal(ordinal));
@@ -724,7 +754,7 @@ Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t c
 // Flags: stream memory operations where the device has them (the stream's
 // front end waits; no SM is occupied, so ranks sharing a GPU do not starve
 // each other), else one-thread kernels (cuda_flags.cu). Without a stream they
-// run on the legacy default stream of the flag's device and are waited for.
+// run on the legacy default stream of the current device and are waited for.
 Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
     return flag_op(flag, value, stream, /*write=*/true);
 }
@@ -736,11 +766,14 @@ Status CudaDevice::wait_flag(const uint64_t* flag, uint64_t value, Stream* strea
 Status CudaDevice::flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write) {
     CudaStream* cuda_stream = nullptr;
     GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    // Without a stream: the calling thread's current device, where the
+    // caller mapped the flag (a peer's flag is mapped into the context of the
+    // device that opened it, not the device it lives on).
     int device = -1;
     if (cuda_stream != nullptr)
         device = cuda_stream->device();
     else
-        GPUCOLL_TRY(owning_device(flag, &device));
+        GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
     ScopedDevice on_device;
     GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;

@@ -31,6 +31,9 @@ Status as_emu_stream(Stream* stream, EmuStream** out) {
     return kSuccess;
 }
 
+// The calling thread's current emulated device (CUDA: per thread too).
+thread_local int t_current_device = 0;
+
 Status submit(EmuStream* stream, EmuStream::Work work) {
     if (stream == nullptr) return work();
     stream->enqueue(std::move(work));
@@ -46,32 +49,65 @@ EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
         fail_copy_bytes_ = std::strtoull(v, nullptr, 10);
     if (const char* v = std::getenv("GPUCOLL_EMU_OVERSTATE_BYTES"))
         overstate_bytes_ = std::strtoull(v, nullptr, 10);
+    if (const char* v = std::getenv("GPUCOLL_EMU_DEVICES")) {
+        const long n = std::strtol(v, nullptr, 10);
+        devices_ = n >= 1 && n <= 16 ? static_cast<int>(n) : 1;
+    }
 }
 
 Status EmuDevice::current_device(int* ordinal) {
     if (ordinal == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "emu current_device: ordinal is NULL");
-    *ordinal = 0;
+    *ordinal = t_current_device;
     return kSuccess;
 }
 
 Status EmuDevice::set_current_device(int ordinal) {
-    if (ordinal != 0)
+    if (ordinal < 0 || ordinal >= devices_)
         return set_error(GPUCOLL_ERR_INVALID_ARG,
-                         "emu device: device %d does not exist (the emulated device has one GPU, "
-                         "ordinal 0)",
-                         ordinal);
+                         "emu device: device %d does not exist (the emulated device has %d "
+                         "GPU%s: GPUCOLL_EMU_DEVICES)",
+                         ordinal, devices_, devices_ == 1 ? "" : "s");
+    t_current_device = ordinal;
     return kSuccess;
 }
 
-Status EmuDevice::gpu_identity(int ordinal, GpuIdentity* out) {
+Status EmuDevice::enter_device(int ordinal, DeviceBinding* saved) {
+    *saved = DeviceBinding{};
+    if (ordinal == t_current_device) return kSuccess;
+    const int previous = t_current_device;
     GPUCOLL_TRY(set_current_device(ordinal));
+    saved->previous = static_cast<uintptr_t>(previous);
+    saved->changed = true;
+    return kSuccess;
+}
+
+void EmuDevice::leave_device(const DeviceBinding& saved) {
+    if (saved.changed) t_current_device = static_cast<int>(saved.previous);
+}
+
+Status EmuDevice::check_reachable(const void* ptr, int device, const char* what) const {
+    if (devices_ == 1) return kSuccess;  // one device: everything is its own
+    PointerInfo info;
+    memory_->query(ptr, &info);
+    if (info.type != GPUCOLL_MEM_DEVICE || info.device == device) return kSuccess;
+    return set_error(GPUCOLL_ERR_DEVICE,
+                     "emu reduce on device %d: %s %p is memory of device %d, which a kernel of "
+                     "device %d cannot reach (CUDA: an illegal address without peer access)",
+                     device, what, ptr, info.device, device);
+}
+
+Status EmuDevice::gpu_identity(int ordinal, GpuIdentity* out) {
+    if (ordinal < 0 || ordinal >= devices_)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu device: device %d does not exist (%d GPUs)",
+                         ordinal, devices_);
     std::string id;
     std::ifstream boot("/proc/sys/kernel/random/boot_id");
     std::getline(boot, id);
     const char* gpu = std::getenv("GPUCOLL_EMU_GPU");
     id += "/emu-gpu-";
     id += gpu != nullptr ? gpu : "0";
+    if (devices_ > 1) id += "/" + std::to_string(ordinal);
     // Two 64-bit FNV-1a hashes of the text (different offsets): 16 bytes.
     uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     for (uint64_t& v : h) {
@@ -105,10 +141,12 @@ Status EmuDevice::query(const void* ptr, PointerInfo* info) {
     return kSuccess;
 }
 
-Status EmuDevice::alloc(void** ptr, size_t bytes) { return memory_->alloc(ptr, bytes); }
+Status EmuDevice::alloc(void** ptr, size_t bytes) {
+    return memory_->alloc(ptr, bytes, /*exportable=*/true, t_current_device);
+}
 
 Status EmuDevice::alloc_unexportable(void** ptr, size_t bytes) {
-    return memory_->alloc(ptr, bytes, /*exportable=*/false);
+    return memory_->alloc(ptr, bytes, /*exportable=*/false, t_current_device);
 }
 
 Status EmuDevice::free(void* ptr) { return memory_->free(ptr); }
@@ -119,7 +157,8 @@ Status EmuDevice::free_host(void* ptr) { return pinned_host_.free(ptr); }
 
 Status EmuDevice::create_stream(std::unique_ptr<Stream>* out) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu create_stream: out is NULL");
-    *out = std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment());
+    *out =
+        std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment(), t_current_device);
     return kSuccess;
 }
 
@@ -202,6 +241,16 @@ Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t co
     void* out = nullptr;
     if (dst == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: dst is NULL");
     GPUCOLL_TRY(memory_->translate(dst, bytes, &out));
+    // Like a CUDA kernel: on its stream's device, else on the device of dst.
+    int device = 0;
+    if (emu_stream != nullptr) {
+        device = emu_stream->device();
+    } else {
+        PointerInfo info;
+        memory_->query(dst, &info);
+        device = info.type == GPUCOLL_MEM_DEVICE ? info.device : t_current_device;
+    }
+    GPUCOLL_TRY(check_reachable(dst, device, "dst"));
     std::vector<const void*> in(static_cast<size_t>(nsrc));
     for (int k = 0; k < nsrc; ++k) {
         if (srcs[k] == nullptr) {
@@ -209,6 +258,7 @@ Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t co
         }
         void* view = nullptr;
         GPUCOLL_TRY(memory_->translate(srcs[k], bytes, &view));
+        GPUCOLL_TRY(check_reachable(srcs[k], device, "a source"));
         in[static_cast<size_t>(k)] = view;
     }
     return submit(emu_stream, [out, in = std::move(in), count, dtype, op] {
@@ -221,7 +271,7 @@ Status EmuDevice::ipc_export(void* base, IpcHandle* handle) {
 }
 
 Status EmuDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) {
-    return memory_->import_handle(handle, out);
+    return memory_->import_handle(handle, out, t_current_device);
 }
 
 std::unique_ptr<Device> make_emu_device() { return std::make_unique<EmuDevice>(); }

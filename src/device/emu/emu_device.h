@@ -15,10 +15,14 @@ public:
 
     const char* name() const override { return "emu"; }
 
-    // One emulated GPU per process. Its identity is the machine's boot id and
-    // GPUCOLL_EMU_GPU (default "0"): ranks with different values behave as
-    // ranks on different GPUs (tests of one-rank-per-GPU behaviour).
-    int device_count() const override { return 1; }
+    // One emulated GPU per process, or GPUCOLL_EMU_DEVICES (1-16) of them.
+    // Its identity is the machine's boot id, GPUCOLL_EMU_GPU (default "0")
+    // and the ordinal: ranks with different values behave as ranks on
+    // different GPUs (tests of one-rank-per-GPU behaviour). Each thread has
+    // its current device (0 until it sets one), as with CUDA; a reduction,
+    // like a CUDA kernel, may only touch memory of its own device (this
+    // process's allocations made there, or peers' imported there).
+    int device_count() const override { return devices_; }
     Status current_device(int* ordinal) override;
     Status set_current_device(int ordinal) override;
     Status gpu_identity(int ordinal, GpuIdentity* out) override;
@@ -29,6 +33,9 @@ public:
     bool flags_without_compute(int) override { return true; }   // a worker thread waits
     bool prefers_async_work() const override { return false; }  // measured: slower on the VM
     size_t ipc_cache_default_bytes() override { return size_t{1} << 30; }
+
+    Status enter_device(int ordinal, DeviceBinding* saved) override;
+    void leave_device(const DeviceBinding& saved) override;
 
     Status query(const void* ptr, PointerInfo* info) override;
     gpucoll_memtype_t memory_type(const void* ptr) override {
@@ -57,7 +64,12 @@ public:
     EmuMemory& memory() { return *memory_; }
 
 private:
+    // The device whose stream (or, without one, whose current thread) runs
+    // work touching ptr may do so; DEVICE error otherwise.
+    Status check_reachable(const void* ptr, int device, const char* what) const;
+
     std::shared_ptr<EmuMemory> memory_;
+    int devices_ = 1;
     EmuPinnedHost pinned_host_;
     // GPUCOLL_EMU_INCOMPLETE_SIZE: allocations of exactly this size query as
     // device memory of unknown range (PointerInfo::complete false), as the

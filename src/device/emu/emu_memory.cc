@@ -165,7 +165,7 @@ std::shared_ptr<EmuMemory> EmuMemory::create() {
 
 EmuMemory::~EmuMemory() = default;
 
-Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable) {
+Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable, int device) {
     if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu alloc: ptr is NULL");
     size_t mapped_bytes = 0;
     if (!round_up_to_pages(bytes, &mapped_bytes)) {
@@ -198,6 +198,7 @@ Status EmuMemory::alloc(void** ptr, size_t bytes, bool exportable) {
     region.mapped_bytes = mapped_bytes;
     region.host_view = pages->host_view.data();
     region.buffer_id = id;
+    region.device = device;
     region.exportable = exportable;
     void* user = pages->device_view.data();
     region.owned = std::move(pages);
@@ -261,7 +262,7 @@ void EmuMemory::query(const void* ptr, PointerInfo* info) const {
     auto it = find_region(reinterpret_cast<uintptr_t>(ptr));
     if (it == regions_.end()) return;
     info->type = GPUCOLL_MEM_DEVICE;
-    info->device = 0;
+    info->device = it->second.device;
     info->base = reinterpret_cast<void*>(it->first);
     info->size = it->second.size;
     info->buffer_id = it->second.buffer_id;
@@ -333,7 +334,8 @@ Status EmuMemory::export_handle(void* base, IpcHandle* handle) const {
     return kSuccess;
 }
 
-Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) {
+Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out,
+                                int device) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu ipc_import: out is NULL");
     EmuIpcHandle h;
     std::memcpy(&h, handle.bytes, sizeof h);
@@ -397,6 +399,7 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
     region.mapped_bytes = h.mapped_bytes;
     region.host_view = host_view.data();
     region.buffer_id = next_emu_buffer_id();
+    region.device = device;
     const auto key = reinterpret_cast<uintptr_t>(device_view.data());
     {
         std::unique_lock lock(mutex_);

@@ -85,10 +85,11 @@ public:
     ~EmuMemory();
 
     // exportable false: ipc_export refuses it, like CUDA pool memory.
-    Status alloc(void** ptr, size_t bytes, bool exportable = true);
+    // device: the emulated GPU it lives on (the allocating thread's current one).
+    Status alloc(void** ptr, size_t bytes, bool exportable = true, int device = 0);
     Status free(void* ptr);
 
-    // DEVICE (device 0, base, requested size, buffer id) for any address
+    // DEVICE (its device, base, requested size, buffer id) for any address
     // inside an allocation or an imported mapping; HOST otherwise.
     void query(const void* ptr, PointerInfo* info) const;
     // Outside [lowest, highest) of every allocation and mapping: host
@@ -105,7 +106,9 @@ public:
     Status translate(const void* ptr, size_t bytes, void** host_view) const;
 
     Status export_handle(void* base, IpcHandle* handle) const;
-    Status import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out);
+    // device: the importing thread's current device, the only one whose
+    // kernels may touch the mapping (CUDA maps it into that device's context).
+    Status import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out, int device = 0);
 
     // Called by an imported mapping when it is destroyed.
     void unregister_import(const void* base);
@@ -119,6 +122,7 @@ private:
         size_t mapped_bytes = 0;  // whole pages
         std::byte* host_view = nullptr;
         uint64_t buffer_id = 0;
+        int device = 0;  // allocated on, or imported into
         bool exportable = true;
         std::unique_ptr<OwnedPages> owned;  // null for imported mappings
     };

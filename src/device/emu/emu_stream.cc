@@ -11,7 +11,7 @@ bool EmuStream::inline_requested_by_environment() {
     return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
-EmuStream::EmuStream(bool run_inline) : run_inline_(run_inline) {
+EmuStream::EmuStream(bool run_inline, int device) : run_inline_(run_inline), device_(device) {
     if (!run_inline_) worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -22,7 +22,8 @@ class EmuStream final : public Stream {
 public:
     using Work = std::function<Status()>;
 
-    explicit EmuStream(bool run_inline);
+    // device: the emulated GPU whose work it queues.
+    explicit EmuStream(bool run_inline, int device = 0);
     ~EmuStream() override;  // finishes queued work, then joins the worker
     EmuStream(const EmuStream&) = delete;
     EmuStream& operator=(const EmuStream&) = delete;
@@ -42,6 +43,7 @@ public:
     Status after_default_stream() override { return kSuccess; }
 
     bool runs_inline() const { return run_inline_; }
+    int device() const { return device_; }
 
     // True when GPUCOLL_EMU_INLINE_STREAMS asks for inline streams.
     static bool inline_requested_by_environment();
@@ -51,6 +53,7 @@ private:
     void run(Work& work);  // caller holds no lock
 
     const bool run_inline_;
+    const int device_;
     std::mutex mutex_;
     std::condition_variable work_ready_;
     std::condition_variable idle_;

@@ -1,0 +1,182 @@
+/*
+ * test_device_choice.c - the GPU chosen after the first collective.
+ *
+ * Applications learn their node-local rank with MPI_Comm_split_type and only
+ * then choose their GPU. Open MPI's split runs a host allreduce on
+ * MPI_COMM_WORLD, which sets gpucoll's accelerated path up there while every
+ * rank is still on GPU 0. The calls on device buffers that follow must run
+ * on the GPU the buffers are on: checked with the emu backend's several
+ * devices (GPUCOLL_EMU_DEVICES, one per rank), whose reductions, like CUDA
+ * kernels, cannot reach another GPU's memory.
+ *
+ * Checks, on MPI_COMM_WORLD after the split and cudaSetDevice's equivalent:
+ * blocking allreduce, bcast and allgather right and accelerated; a
+ * nonblocking allreduce right and accelerated (its work may run on the
+ * progress thread, which has no GPU of its own); a persistent allreduce
+ * right; the application's current GPU unchanged by the calls.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gpucoll.h"
+/* after mpi.h: the MPIX_*_init of Open MPI's pcollreq extension */
+#include <mpi-ext.h>
+
+enum { N = 262144 }; /* 1 MiB of floats: allreduce reads the peers' buffers (two-shot) */
+
+static int fails = 0;
+static int rank = 0, size = 0;
+
+#define CHECK(cond, ...)                                      \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            fprintf(stderr, "[%d] ", rank);                   \
+            fprintf(stderr, __VA_ARGS__);                     \
+            fprintf(stderr, " (%s)\n", gpucoll_last_error()); \
+            fails++;                                          \
+        }                                                     \
+    } while (0)
+
+static unsigned long long accelerated(gpucoll_coll_t coll) {
+    gpucoll_counters_t k;
+    gpucoll_counters_get(&k);
+    return k.calls[coll][GPUCOLL_PATH_ACCELERATED];
+}
+
+/* Every element of the device buffer d (n floats) equals want. */
+static void check_values(const float* d, size_t n, float want, const char* what) {
+    static float host[N * 8];
+    if (gpucoll_memcpy(host, d, n * sizeof(float)) != 0) {
+        CHECK(0, "%s: copy back failed", what);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (host[i] != want) {
+            CHECK(0, "%s: element %zu is %g, expected %g", what, i, host[i], want);
+            return;
+        }
+}
+
+static void fill(float* d, size_t n, float v) {
+    static float host[N * 8];
+    for (size_t i = 0; i < n; i++) host[i] = v;
+    if (gpucoll_memcpy(d, host, n * sizeof(float)) != 0) {
+        fprintf(stderr, "[%d] fill: %s\n", rank, gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (size > 8) {
+        if (rank == 0) fprintf(stderr, "test_device_choice: at most 8 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+
+    /* The node-local rank, the usual way: a host collective on WORLD first. */
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    int local_rank = 0;
+    MPI_Comm_rank(local, &local_rank);
+
+    /* Now the GPU: one per rank. */
+    const int devices = gpucoll_device_count();
+    const int gpu = gpucoll_select_local_device();
+    if (gpu < 0 || devices < 2 || gpu != local_rank % devices) {
+        fprintf(stderr,
+                "[%d] needs one GPU per rank (emu: GPUCOLL_EMU_DEVICES); got GPU %d of %d: %s\n",
+                rank, gpu, devices, gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+
+    float *send = NULL, *recv = NULL, *all = NULL;
+    if (gpucoll_malloc_device((void**)&send, N * sizeof(float)) != 0 ||
+        gpucoll_malloc_device((void**)&recv, N * sizeof(float)) != 0 ||
+        gpucoll_malloc_device((void**)&all, (size_t)size * N * sizeof(float)) != 0) {
+        fprintf(stderr, "[%d] device memory: %s\n", rank, gpucoll_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const float sum = (float)size * (float)(size + 1) / 2.0f;
+
+    /* Blocking calls, accelerated, on the GPU the buffers are on. */
+    for (int round = 0; round < 2; round++) {
+        fill(send, N, (float)(rank + 1));
+        fill(recv, N, -1.0f);
+        const unsigned long long before = accelerated(GPUCOLL_COLL_ALLREDUCE);
+        const int rc = MPI_Allreduce(send, recv, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(rc == MPI_SUCCESS, "allreduce %d failed (%d)", round, rc);
+        check_values(recv, N, sum, round == 0 ? "first allreduce" : "second allreduce");
+        CHECK(accelerated(GPUCOLL_COLL_ALLREDUCE) == before + 1, "allreduce %d was not accelerated",
+              round);
+    }
+    fill(recv, N, rank == 1 ? 7.0f : 0.0f);
+    unsigned long long before = accelerated(GPUCOLL_COLL_BCAST);
+    CHECK(MPI_Bcast(recv, N, MPI_FLOAT, 1, MPI_COMM_WORLD) == MPI_SUCCESS, "bcast failed");
+    check_values(recv, N, 7.0f, "bcast");
+    CHECK(accelerated(GPUCOLL_COLL_BCAST) == before + 1, "bcast was not accelerated");
+    fill(send, N, (float)rank);
+    before = accelerated(GPUCOLL_COLL_ALLGATHER);
+    CHECK(MPI_Allgather(send, N, MPI_FLOAT, all, N, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "allgather failed");
+    for (int p = 0; p < size; p++) check_values(all + (size_t)p * N, N, (float)p, "allgather");
+    CHECK(accelerated(GPUCOLL_COLL_ALLGATHER) == before + 1, "allgather was not accelerated");
+
+    /* Nonblocking: the progress thread, which has no GPU of its own, does
+     * the work while this thread sleeps (with coll_gpucoll_progress_thread
+     * 1), on buffers no call has used yet (peers map them in that call). */
+    for (int round = 0; round < 3; round++) {
+        float *s2 = NULL, *r2 = NULL;
+        if (gpucoll_malloc_device((void**)&s2, N * sizeof(float)) != 0 ||
+            gpucoll_malloc_device((void**)&r2, N * sizeof(float)) != 0) {
+            fprintf(stderr, "[%d] device memory: %s\n", rank, gpucoll_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        fill(s2, N, (float)(rank + 1));
+        fill(r2, N, -1.0f);
+        before = accelerated(GPUCOLL_COLL_ALLREDUCE);
+        MPI_Request req;
+        int rc = MPI_Iallreduce(s2, r2, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        usleep(50 * 1000);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        CHECK(rc == MPI_SUCCESS, "iallreduce %d failed (%d)", round, rc);
+        check_values(r2, N, sum, "iallreduce");
+        CHECK(accelerated(GPUCOLL_COLL_ALLREDUCE) == before + 1,
+              "iallreduce %d was not accelerated", round);
+        gpucoll_free_device(s2);
+        gpucoll_free_device(r2);
+    }
+
+    /* Persistent, started twice. */
+    MPI_Request preq;
+    CHECK(MPIX_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
+                              &preq) == MPI_SUCCESS,
+          "allreduce_init failed");
+    for (int round = 0; round < 2; round++) {
+        fill(send, N, (float)(rank + 1));
+        fill(recv, N, -1.0f);
+        int rc = MPI_Start(&preq);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&preq, MPI_STATUS_IGNORE);
+        CHECK(rc == MPI_SUCCESS, "persistent allreduce %d failed (%d)", round, rc);
+        check_values(recv, N, sum, "persistent allreduce");
+    }
+    MPI_Request_free(&preq);
+
+    /* The application's GPU is still the one it chose. */
+    const int current = gpucoll_current_device();
+    CHECK(current == gpu, "current GPU %d after the calls, expected %d", current, gpu);
+
+    gpucoll_free_device(send);
+    gpucoll_free_device(recv);
+    gpucoll_free_device(all);
+    MPI_Comm_free(&local);
+    int any = 0;
+    MPI_Allreduce(&fails, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("test_device_choice: %s (%d ranks)\n", any ? "FAIL" : "PASS", size);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}

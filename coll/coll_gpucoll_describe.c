@@ -448,11 +448,17 @@ int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* 
                                      struct ompi_communicator_t* comm) {
     (void)op;
     begin(c, GPUCOLL_COLL_EXSCAN);
-    /* Rank 0's receive buffer is undefined after exscan: left as it was. */
     const bool first = 0 == ompi_comm_rank(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t e = extent_block((size_t)count, dtype);
     set_buf(c, 0, sbuf, &e, true, NULL);
-    set_buf(c, 1, rbuf, &e, MPI_IN_PLACE == sbuf || first, first ? NULL : &e);
+    if (!first) {
+        set_buf(c, 1, rbuf, &e, in_place, &e);
+    } else if (in_place) { /* rank 0's input; undefined after exscan: left as it was */
+        set_buf(c, 1, rbuf, &e, true, NULL);
+    } else { /* not significant at rank 0: neither checked nor copied (may be too small) */
+        pass(c, 1, rbuf);
+    }
     DONE(c);
 }
 

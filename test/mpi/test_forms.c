@@ -13,7 +13,8 @@
  * Also: several nonblocking calls outstanding, completed in reverse order
  * while the device copies other data; persistent requests started 100 times
  * with new inputs between starts; persistent requests that outlive the
- * communicator they were made on.
+ * communicator they were made on; MPI_Exscan with a device receive buffer
+ * on rank 0 too small for the count (not significant there: never checked).
  *
  * Options: the common ones (mpi_test_util.h), --quick (fewer sizes) and
  * --between-nodes (the ranks span faked nodes: persistent starts unplanned).
@@ -531,6 +532,56 @@ static void run_comm_free(void) {
     tu_buf_free(&gr);
 }
 
+/* MPI_Exscan not in place: rank 0's receive buffer is not significant. A
+ * device allocation of one int there (count 1000) must be neither checked,
+ * nor read, nor written, in any form: every rank succeeds, the others get
+ * the prefixes of the ranks before them (rank 0's data included). */
+static void run_exscan_rank0_small_recvbuf(void) {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    const spec_t s = {.coll = GPUCOLL_COLL_EXSCAN, .count = 1000, .comm = comm};
+    layout_t L;
+    make_layout(&s, &L);
+    for (int form = F_BLOCKING; form < F_COUNT; form++) {
+        char ctx[120];
+        snprintf(ctx, sizeof ctx, "exscan %s, a 1-int device receive buffer on rank 0",
+                 form_names[form]);
+        tu_buf_t sb, rb;
+        tu_buf_alloc(&sb, TU_DEVICE, L.sbytes, 0, 1);
+        tu_buf_alloc(&rb, TU_DEVICE, L.rank == 0 ? sizeof(int) : L.rbytes, 0, 2);
+        fill(&sb, L.rank, form);
+        fill(&rb, L.rank, 50);
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = issue(&s, &L, form, sb.ptr, rb.ptr, &req);
+        TU_CHECK(rc == MPI_SUCCESS, "%s: the call returned %d", ctx, rc);
+        if (form == F_PERSISTENT && req != MPI_REQUEST_NULL) {
+            rc = MPI_Start(&req);
+            TU_CHECK(rc == MPI_SUCCESS, "%s: MPI_Start returned %d", ctx, rc);
+        }
+        if (req != MPI_REQUEST_NULL) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+            TU_CHECK(rc == MPI_SUCCESS, "%s: MPI_Wait returned %d", ctx, rc);
+            if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+        }
+        tu_buf_read(&rb);
+        if (L.rank == 0) {
+            tu_buf_check_unchanged(&rb, 0, rb.total, "rank 0's receive buffer", ctx);
+        } else {
+            for (int i = 0; i < s.count; i++) { /* fill(): rank * 1000 + i % 997 + salt * 7 */
+                const int want = 1000 * L.rank * (L.rank - 1) / 2 + L.rank * (i % 997 + form * 7);
+                int got;
+                memcpy(&got, rb.out + 4 * (size_t)i, 4);
+                if (!TU_CHECK(got == want, "%s: element %d is %d, want %d", ctx, i, got, want))
+                    break;
+            }
+        }
+        tu_buf_free(&sb);
+        tu_buf_free(&rb);
+    }
+    MPI_Comm_free(&comm);
+}
+
 /* Device buffers for an allreduce (int sum) of count on comm, the send side
  * filled with fill(rank, salt). */
 static void allreduce_setup(spec_t* s, layout_t* L, tu_buf_t* a, tu_buf_t* b, MPI_Comm comm,
@@ -720,6 +771,8 @@ int main(int argc, char** argv) {
         int dims[1] = {tu.world_size}, periods[1] = {1};
         MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
     }
+    run_exscan_rank0_small_recvbuf();
+
     const int counts[] = {1, 1000, 70000};
     const int ncounts = quick ? 2 : 3;
     for (int c = 0; c < GPUCOLL_COLL_COUNT; c++) {

@@ -215,7 +215,10 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
         }
     }
     s->host = (char*)p - s->lo;
-    if (GPUCOLL_SUCCESS != gpucoll_check_extent(s->user + s->lo, s->bytes, "device buffer")) {
+    /* the allocation is the one that holds the buffer pointer (classified
+     * device memory): with a negative lower bound the span begins below it,
+     * and a lookup there would find none (host memory: unchecked) */
+    if (GPUCOLL_SUCCESS != gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer")) {
         if (!c->refused)
             GPUCOLL_ERROR("%s: %s; this rank takes part on zeros and returns MPI_ERR_BUFFER",
                           gpucoll_coll_name(c->coll), gpucoll_last_error());

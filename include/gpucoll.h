@@ -114,6 +114,12 @@ GPUCOLL_EXPORT int gpucoll_memcpy(void* dst, const void* src, size_t bytes);
  * inside one device allocation; GPUCOLL_ERR_BUFFER otherwise, with a message
  * that names what (e.g. "receive buffer"), the range and the allocation. */
 GPUCOLL_EXPORT int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what);
+/* The same for the span [ptr + lo, ptr + lo + bytes) of a buffer ptr (lo < 0:
+ * a datatype with a negative lower bound): GPUCOLL_SUCCESS when ptr is host
+ * memory or the whole span lies inside the one device allocation that holds
+ * ptr; GPUCOLL_ERR_BUFFER when it begins below it or ends past it. */
+GPUCOLL_EXPORT int gpucoll_check_span(const void* ptr, ptrdiff_t lo, size_t bytes,
+                                      const char* what);
 
 /* ---------------------------------------------------------------------------
  * Counters: which path each collective call took, per process

@@ -227,14 +227,18 @@ int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op) {
     return gpucoll::reduce::op_valid(dtype, op) ? 1 : 0;
 }
 
-int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what) {
+int gpucoll_check_span(const void* ptr, ptrdiff_t lo, size_t bytes, const char* what) {
     Device* d = Runtime::instance().device();
     if (d == nullptr || ptr == nullptr || bytes == 0) return GPUCOLL_SUCCESS;
-    gpucoll::PointerInfo info;
+    gpucoll::PointerInfo info;  // the allocation that holds ptr, wherever the span begins
     if (d->query(ptr, &info) != GPUCOLL_SUCCESS || info.type != GPUCOLL_MEM_DEVICE ||
         !info.complete)
         return GPUCOLL_SUCCESS;  // host memory, or an allocation the backend cannot tell
-    return gpucoll::check_extent(info, ptr, bytes, what != nullptr ? what : "buffer");
+    return gpucoll::check_span(info, ptr, lo, bytes, what != nullptr ? what : "buffer");
+}
+
+int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what) {
+    return gpucoll_check_span(ptr, 0, bytes, what);
 }
 
 gpucoll_memtype_t gpucoll_mem_type(const void* ptr) {

@@ -26,16 +26,30 @@ struct PointerInfo {
     bool complete = true;
 };
 
-// kSuccess if [ptr, ptr + bytes) lies inside the allocation info describes
-// (a complete query of ptr); GPUCOLL_ERR_BUFFER with a message otherwise.
+// kSuccess if [ptr + lo, ptr + lo + bytes) lies inside the allocation info
+// describes (a complete query of ptr: the allocation that holds ptr; lo may
+// be negative, as for a datatype with a negative lower bound); a span that
+// begins below that allocation or ends past it is GPUCOLL_ERR_BUFFER with a
+// message.
+inline Status check_span(const PointerInfo& info, const void* ptr, ptrdiff_t lo, size_t bytes,
+                         const char* what) {
+    const auto p = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(info.base);
+    // offset of the span's first byte from the allocation's start
+    const ptrdiff_t at = static_cast<ptrdiff_t>(p - base) + lo;
+    if (p >= base && p - base <= info.size && at >= 0 && static_cast<size_t>(at) <= info.size &&
+        bytes <= info.size - static_cast<size_t>(at))
+        return kSuccess;
+    return set_error(GPUCOLL_ERR_BUFFER,
+                     "%s %p: %zu bytes from offset %td do not fit its device allocation of %zu "
+                     "bytes at %p (count or datatype larger than the buffer?); nothing was written",
+                     what, reinterpret_cast<const void*>(p + static_cast<uintptr_t>(lo)), bytes, at,
+                     info.size, info.base);
+}
+
+// check_span from ptr itself.
 inline Status check_extent(const PointerInfo& info, const void* ptr, size_t bytes,
                            const char* what) {
-    const auto p = reinterpret_cast<uintptr_t>(ptr), base = reinterpret_cast<uintptr_t>(info.base);
-    if (p >= base && p - base <= info.size && bytes <= info.size - (p - base)) return kSuccess;
-    return set_error(GPUCOLL_ERR_BUFFER,
-                     "%s %p: %zu bytes from offset %zu do not fit its device allocation of %zu "
-                     "bytes at %p (count or datatype larger than the buffer?); nothing was written",
-                     what, ptr, bytes, static_cast<size_t>(p - base), info.size, info.base);
+    return check_span(info, ptr, 0, bytes, what);
 }
 
 // Which physical GPU: equal in every process that uses the same GPU (CUDA:

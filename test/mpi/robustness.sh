@@ -7,7 +7,9 @@
 #     sender's progress;
 #     memory of unknown range staged (emu, GPUCOLL_EMU_INCOMPLETE_SIZE);
 #     buffers that do not fit their allocation refused (MPI_ERR_BUFFER),
-#     accelerated (every rank) and staged (the rank with the bad buffer);
+#     accelerated (every rank) and staged (the rank with the bad buffer),
+#     a staged span that begins below its allocation (negative lower bound)
+#     included;
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
 #     accelerated path turns itself off and says so; results stay right;
 #  3. MPI_THREAD_MULTIPLE: device MPI_Reduce_local in one thread while

@@ -16,7 +16,9 @@
  *     around as C's char arithmetic does (Open MPI's op/avx saturates);
  *  7. buffers that do not fit their allocation (a 4 MiB allreduce into 1 MiB,
  *     bcast counts that differ): MPI_ERR_BUFFER on every rank (accelerated)
- *     or on the rank with the bad buffer (--staged), nothing written;
+ *     or on the rank with the bad buffer (--staged), nothing written; a
+ *     staged span that begins below its allocation (negative lower bound):
+ *     MPI_ERR_BUFFER on that rank, nothing read or written;
  *  8. a peer that overstates its allocations (--lie): every rank fails the
  *     call instead of reading past what it mapped.
  * Run at np >= 2 (run by robustness.sh).
@@ -212,6 +214,53 @@ static void overrun_is_refused(bool staged) {
     MPI_Comm_free(&c);
 }
 
+/* A span that begins below its allocation: a datatype whose data lies 64
+ * bytes before the buffer pointer (true lower bound -64), elements 64 bytes
+ * apart; bcast 2 of them, [ptr - 64, ptr + 4). Ranks other than 1 pass a
+ * pointer 64 bytes into their allocation; rank 1 passes the allocation's
+ * start. Derived datatype: staged. Rank 1 must refuse (MPI_ERR_BUFFER, no
+ * byte read or written, still taking part); the others get the root's
+ * data. */
+static void span_below_allocation_is_refused(void) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    const MPI_Aint below = -64;
+    MPI_Datatype one, t;
+    MPI_Type_create_hindexed_block(1, 1, &below, MPI_FLOAT, &one);
+    MPI_Type_create_resized(one, below, 64, &t);
+    MPI_Type_commit(&t);
+    MPI_Type_free(&one);
+    enum { N = 64 }; /* floats per allocation: 256 bytes */
+    float* d = device_floats(N, g_rank == 0 ? 1.0f : 7.0f);
+    float* ptr = g_rank == 1 ? d : d + 16; /* rank 1: 64 bytes short below */
+    int rc = MPI_Bcast(ptr, 2, t, 0, c);
+    int eclass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+    if (g_rank == 1) {
+        CHECK(eclass == MPI_ERR_BUFFER,
+              "span below the allocation: rank 1 got error class %d, not MPI_ERR_BUFFER", eclass);
+        check_all(d, N, 7.0f, "the allocation whose start the span lies below");
+    } else {
+        CHECK(rc == MPI_SUCCESS, "span below the allocation: rank %d (buffer fine) got error %d",
+              g_rank, rc);
+        float h[N];
+        gpucoll_memcpy(h, d, sizeof h);
+        for (int i = 0; i < N; i++) {
+            const float want = g_rank == 0 || i == 0 || i == 16 ? 1.0f : 7.0f;
+            if (h[i] != want) {
+                CHECK(0, "bcast with a negative lower bound: float %d is %g, expected %g", i, h[i],
+                      want);
+                break;
+            }
+        }
+    }
+    MPI_Type_free(&t);
+    still_works(c, "after the span below the allocation");
+    gpucoll_free_device(d);
+    MPI_Comm_free(&c);
+}
+
 /* Rank 1 overstates its allocations (GPUCOLL_EMU_OVERSTATE_BYTES, set by
  * robustness.sh): its peers must not trust the sizes it posts. The call fails
  * on every rank; the communicator stages from then on, correct. */
@@ -310,6 +359,7 @@ int main(int argc, char** argv) {
      * backend bounds-checks: on a GPU the copy would corrupt memory. */
     if (strcmp(gpucoll_backend(), "emu") == 0) {
         overrun_is_refused(staged);
+        span_below_allocation_is_refused();
         if (lie) lying_peer_fails_everywhere();
         if (inject) { /* robustness.sh sets GPUCOLL_EMU_FAIL_COPY_BYTES on rank 1 */
             failure_then_staging();

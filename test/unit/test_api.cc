@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,6 +75,25 @@ TEST_F(Api, ZeroByteAllocationsAreDistinct) {
     EXPECT_EQ(gpucoll_memcpy(a, b, 0), GPUCOLL_SUCCESS);
     EXPECT_EQ(gpucoll_free_device(a), GPUCOLL_SUCCESS);
     EXPECT_EQ(gpucoll_free_device(b), GPUCOLL_SUCCESS);
+}
+
+// A buffer's span is checked against the allocation that holds the buffer
+// pointer, wherever the span begins (negative lower bounds).
+TEST_F(Api, SpansMustLieInsideTheBuffersAllocation) {
+    void* d = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&d, 256), GPUCOLL_SUCCESS);
+    char* p = static_cast<char*>(d);
+    EXPECT_EQ(gpucoll_check_span(p, 0, 256, "buffer"), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_check_span(p + 64, -64, 256, "buffer"), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_check_span(p, -64, 68, "buffer"), GPUCOLL_ERR_BUFFER);  // begins below
+    EXPECT_NE(std::string(gpucoll_last_error()).find("from offset -64"), std::string::npos)
+        << gpucoll_last_error();
+    EXPECT_EQ(gpucoll_check_span(p + 64, -64, 257, "buffer"), GPUCOLL_ERR_BUFFER);  // ends past
+    EXPECT_EQ(gpucoll_check_span(p + 128, 64, 64, "buffer"), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_check_extent(p, 257, "buffer"), GPUCOLL_ERR_BUFFER);
+    int host[4];
+    EXPECT_EQ(gpucoll_check_span(host + 2, -8, 16, "buffer"), GPUCOLL_SUCCESS);  // not checked
+    EXPECT_EQ(gpucoll_free_device(d), GPUCOLL_SUCCESS);
 }
 
 TEST_F(Api, ReduceAcceptsEitherOperandAsDestination) {

@@ -249,7 +249,9 @@ delegate:
 }
 
 /* inoutbuf = inbuf op inoutbuf on the device, for two device buffers of a
- * predefined type and op. GPUCOLL_ERR_UNSUPPORTED: stage instead. */
+ * predefined type and op. GPUCOLL_ERR_UNSUPPORTED: stage instead;
+ * GPUCOLL_ERR_BUFFER: count elements do not fit a buffer's allocation
+ * (nothing launched, nothing written). */
 static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int count,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
     gpucoll_dtype_t dt;
@@ -258,7 +260,13 @@ static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int co
         !gpucoll_op_valid(dt, gop)) {
         return GPUCOLL_ERR_UNSUPPORTED;
     }
-    int rc = gpucoll_reduce(inoutbuf, inbuf, inoutbuf, (size_t)count, dt, gop);
+    ptrdiff_t lo;
+    size_t bytes;
+    mca_coll_gpucoll_span((size_t)count, dtype, &lo, &bytes);
+    int rc = gpucoll_check_span(inbuf, lo, bytes, "input buffer");
+    if (GPUCOLL_SUCCESS == rc) rc = gpucoll_check_span(inoutbuf, lo, bytes, "inout buffer");
+    if (GPUCOLL_SUCCESS != rc) return rc;
+    rc = gpucoll_reduce(inoutbuf, inbuf, inoutbuf, (size_t)count, dt, gop);
     if (GPUCOLL_SUCCESS == rc) {
         gpucoll_counters_record(GPUCOLL_COLL_REDUCE_LOCAL, GPUCOLL_PATH_ACCELERATED, 0,
                                 "device-reduce");

@@ -18,7 +18,8 @@
  *     bcast counts that differ): MPI_ERR_BUFFER on every rank (accelerated)
  *     or on the rank with the bad buffer (--staged), nothing written; a
  *     staged span that begins below its allocation (negative lower bound):
- *     MPI_ERR_BUFFER on that rank, nothing read or written;
+ *     MPI_ERR_BUFFER on that rank, nothing read or written; device
+ *     MPI_Reduce_local with a count larger than a buffer: MPI_ERR_BUFFER;
  *  8. a peer that overstates its allocations (--lie): every rank fails the
  *     call instead of reading past what it mapped.
  * Run at np >= 2 (run by robustness.sh).
@@ -261,6 +262,32 @@ static void span_below_allocation_is_refused(void) {
     MPI_Comm_free(&c);
 }
 
+/* Device MPI_Reduce_local with a count larger than one of its buffers:
+ * MPI_ERR_BUFFER, nothing written (the short buffer, the other one, the
+ * allocation after the short one all unchanged). */
+static void reduce_local_overrun_is_refused(void) {
+    const size_t n = 1 << 18;                                   /* 1 MiB of floats */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* reduce_local reports there */
+    for (int shortbuf = 0; shortbuf < 2; shortbuf++) {          /* 0: inbuf, 1: inoutbuf short */
+        const char* which = shortbuf == 0 ? "input" : "inout";
+        float* in = device_floats(shortbuf == 0 ? n / 4 : n, 1.0f);
+        float* inout = device_floats(shortbuf == 1 ? n / 4 : n, 7.0f);
+        float* neighbour = device_floats(n / 4, 9.0f); /* allocated right after them */
+        int rc = MPI_Reduce_local(in, inout, (int)n, MPI_FLOAT, MPI_SUM);
+        int eclass = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+        CHECK(eclass == MPI_ERR_BUFFER,
+              "reduce_local, %s buffer short: error class %d, not MPI_ERR_BUFFER", which, eclass);
+        check_all(inout, shortbuf == 1 ? n / 4 : n, 7.0f, "reduce_local's refused inout buffer");
+        check_all(in, shortbuf == 0 ? n / 4 : n, 1.0f, "reduce_local's input buffer");
+        check_all(neighbour, n / 4, 9.0f, "the allocation after reduce_local's buffers");
+        gpucoll_free_device(neighbour);
+        gpucoll_free_device(inout);
+        gpucoll_free_device(in);
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 /* Rank 1 overstates its allocations (GPUCOLL_EMU_OVERSTATE_BYTES, set by
  * robustness.sh): its peers must not trust the sizes it posts. The call fails
  * on every rank; the communicator stages from then on, correct. */
@@ -360,6 +387,7 @@ int main(int argc, char** argv) {
     if (strcmp(gpucoll_backend(), "emu") == 0) {
         overrun_is_refused(staged);
         span_below_allocation_is_refused();
+        reduce_local_overrun_is_refused();
         if (lie) lying_peer_fails_everywhere();
         if (inject) { /* robustness.sh sets GPUCOLL_EMU_FAIL_COPY_BYTES on rank 1 */
             failure_then_staging();

@@ -220,8 +220,10 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
      * and a lookup there would find none (host memory: unchecked) */
     if (GPUCOLL_SUCCESS != gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer")) {
         if (!c->refused)
-            GPUCOLL_ERROR("%s: %s; this rank takes part on zeros and returns MPI_ERR_BUFFER",
-                          gpucoll_coll_name(c->coll), gpucoll_last_error());
+            GPUCOLL_ERROR("%s: %s; %s", gpucoll_coll_name(c->coll), gpucoll_last_error(),
+                          GPUCOLL_COLL_REDUCE_LOCAL == c->coll
+                              ? "MPI_ERR_BUFFER"
+                              : "this rank takes part on zeros and returns MPI_ERR_BUFFER");
         c->refused = true;
     }
     return OMPI_SUCCESS;
@@ -392,7 +394,9 @@ int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int 
         mca_coll_gpucoll_describe_reduce_local(&c, inbuf, inoutbuf, count, dtype))
         return c.error;
     int rc = mca_coll_gpucoll_staging_begin(&c);
-    if (OMPI_SUCCESS == rc)
+    /* Refused: no peer waits for a local reduction, so nothing runs (Open
+     * MPI's would write a host inoutbuf, reducing zeros into it). */
+    if (OMPI_SUCCESS == rc && !c.refused)
         rc = m->prev_reduce_local(B0, B1, count, dtype, op, m->prev_reduce_local_module);
     return mca_coll_gpucoll_staging_end(&c, rc);
 }

@@ -264,7 +264,8 @@ static void span_below_allocation_is_refused(void) {
 
 /* Device MPI_Reduce_local with a count larger than one of its buffers:
  * MPI_ERR_BUFFER, nothing written (the short buffer, the other one, the
- * allocation after the short one all unchanged). */
+ * allocation after the short one all unchanged); the same staged, with a
+ * host inout buffer. */
 static void reduce_local_overrun_is_refused(void) {
     const size_t n = 1 << 18;                                   /* 1 MiB of floats */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* reduce_local reports there */
@@ -285,6 +286,23 @@ static void reduce_local_overrun_is_refused(void) {
         gpucoll_free_device(inout);
         gpucoll_free_device(in);
     }
+    /* staged (a short device input, a host inout): refused before Open
+     * MPI's reduce_local runs, the host buffer untouched (MPI_PROD: a
+     * reduction with zeros in place of the input would zero it) */
+    enum { H = 1000 };
+    float* in = device_floats(H / 4, 1.0f);
+    float host[H];
+    for (int i = 0; i < H; i++) host[i] = 7.0f;
+    int rc = MPI_Reduce_local(in, host, H, MPI_FLOAT, MPI_PROD);
+    int eclass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+    CHECK(eclass == MPI_ERR_BUFFER, "staged reduce_local, input short: error class %d", eclass);
+    for (int i = 0; i < H; i++)
+        if (host[i] != 7.0f) {
+            CHECK(0, "staged reduce_local refused, host inout float %d is %g, was 7", i, host[i]);
+            break;
+        }
+    gpucoll_free_device(in);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 

@@ -145,6 +145,19 @@ static int neighbors(mca_coll_gpucoll_staging_t* c, struct ompi_communicator_t* 
     return 0;
 }
 
+/* Buffer 0: the send buffer of count elements of sdtype, read. With
+ * MPI_IN_PLACE count and sdtype are ignored (they may be garbage): the
+ * datatype is not looked at. */
+static void send_block(mca_coll_gpucoll_staging_t* c, const void* sbuf, size_t count,
+                       struct ompi_datatype_t* sdtype) {
+    if (MPI_IN_PLACE == sbuf) {
+        pass(c, 0, sbuf);
+        return;
+    }
+    const gpucoll_extent_t s = extent_block(count, sdtype);
+    set_buf(c, 0, sbuf, &s, true, NULL);
+}
+
 #define DONE(c)                                                                         \
     return ((c)->buf[0].device || (c)->buf[1].device) ? MCA_COLL_GPUCOLL_DESCRIBE_STAGE \
                                                       : MCA_COLL_GPUCOLL_DESCRIBE_HOST
@@ -187,11 +200,11 @@ int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const voi
                                         struct ompi_datatype_t* rdtype,
                                         struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLGATHER);
-    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r =
         extent_block((size_t)remote_or_local_size(comm) * (size_t)rcount, rdtype);
-    set_buf(c, 0, sbuf, &s, true, NULL);
-    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    send_block(c, sbuf, (size_t)scount, sdtype);
+    set_buf(c, 1, rbuf, &r, in_place, &r);
     DONE(c);
 }
 
@@ -275,10 +288,10 @@ int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const vo
     begin(c, GPUCOLL_COLL_ALLGATHERV);
     if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
         return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
-    const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
+    const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r = extent_v(remote_or_local_size(comm), rcounts, displs, rdtype);
-    set_buf(c, 0, sbuf, &s, true, NULL);
-    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    send_block(c, sbuf, (size_t)scount, sdtype);
+    set_buf(c, 1, rbuf, &r, in_place, &r);
     DONE(c);
 }
 
@@ -288,10 +301,10 @@ int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void
                                        struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALL);
     const size_t n = (size_t)remote_or_local_size(comm);
-    const gpucoll_extent_t s = extent_block(n * (size_t)scount, sdtype);
+    const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r = extent_block(n * (size_t)rcount, rdtype);
-    set_buf(c, 0, sbuf, &s, true, NULL);
-    set_buf(c, 1, rbuf, &r, MPI_IN_PLACE == sbuf, &r);
+    send_block(c, sbuf, n * (size_t)scount, sdtype);
+    set_buf(c, 1, rbuf, &r, in_place, &r);
     DONE(c);
 }
 

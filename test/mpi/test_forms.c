@@ -151,6 +151,13 @@ static int issue(const spec_t* s, const layout_t* L, int form, void* sb, void* r
     /* In-place scatter(v) passes MPI_IN_PLACE as the root's receive buffer. */
     void* rbuf_scatter = (s->in_place && L->rank == root) ? MPI_IN_PLACE : rb;
     const void* sbuf_rooted = (s->in_place && L->rank != root) ? sb : sbuf;
+    /* With MPI_IN_PLACE the send count and datatype of allgather(v) and
+     * alltoall are ignored: garbage here (a count out of range, a handle
+     * that points nowhere), as an application may pass. Not for the
+     * nonblocking and persistent alltoall: Open MPI 4.1's libnbc reads that
+     * datatype even in place. */
+    const int scount = s->in_place ? -7 : c, smine = s->in_place ? -7 : mine;
+    MPI_Datatype sdt = s->in_place ? (MPI_Datatype)(uintptr_t)0x18 : dt;
     MPI_Info info = MPI_INFO_NULL;
 #define FORMS(blocking, nonblocking, persistent)                   \
     (form == F_BLOCKING      ? (*req = MPI_REQUEST_NULL, blocking) \
@@ -165,9 +172,9 @@ static int issue(const spec_t* s, const layout_t* L, int form, void* sb, void* r
             return FORMS(MPI_Bcast(sb, c, dt, root, comm), MPI_Ibcast(sb, c, dt, root, comm, req),
                          MPIX_Bcast_init(sb, c, dt, root, comm, info, req));
         case GPUCOLL_COLL_ALLGATHER:
-            return FORMS(MPI_Allgather(sbuf, c, dt, rb, c, dt, comm),
-                         MPI_Iallgather(sbuf, c, dt, rb, c, dt, comm, req),
-                         MPIX_Allgather_init(sbuf, c, dt, rb, c, dt, comm, info, req));
+            return FORMS(MPI_Allgather(sbuf, scount, sdt, rb, c, dt, comm),
+                         MPI_Iallgather(sbuf, scount, sdt, rb, c, dt, comm, req),
+                         MPIX_Allgather_init(sbuf, scount, sdt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_REDUCE_SCATTER:
             return FORMS(
                 MPI_Reduce_scatter(sbuf, rb, L->counts, dt, MPI_SUM, comm),
@@ -182,12 +189,12 @@ static int issue(const spec_t* s, const layout_t* L, int form, void* sb, void* r
                          MPI_Ireduce(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm, req),
                          MPIX_Reduce_init(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm, info, req));
         case GPUCOLL_COLL_ALLGATHERV:
-            return FORMS(MPI_Allgatherv(sbuf, mine, dt, rb, L->counts, L->displs, dt, comm),
-                         MPI_Iallgatherv(sbuf, mine, dt, rb, L->counts, L->displs, dt, comm, req),
-                         MPIX_Allgatherv_init(sbuf, mine, dt, rb, L->counts, L->displs, dt, comm,
+            return FORMS(MPI_Allgatherv(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm),
+                         MPI_Iallgatherv(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm, req),
+                         MPIX_Allgatherv_init(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm,
                                               info, req));
         case GPUCOLL_COLL_ALLTOALL:
-            return FORMS(MPI_Alltoall(sbuf, c, dt, rb, c, dt, comm),
+            return FORMS(MPI_Alltoall(sbuf, scount, sdt, rb, c, dt, comm),
                          MPI_Ialltoall(sbuf, c, dt, rb, c, dt, comm, req),
                          MPIX_Alltoall_init(sbuf, c, dt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_ALLTOALLV:

@@ -241,11 +241,12 @@ Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t co
     void* out = nullptr;
     if (dst == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu reduce: dst is NULL");
     GPUCOLL_TRY(memory_->translate(dst, bytes, &out));
-    // Like a CUDA kernel: on its stream's device, else on the device of dst.
+    // Like a CUDA kernel: on its stream's device, else on the device of dst
+    // (asked only where there are several: one device reaches everything).
     int device = 0;
-    if (emu_stream != nullptr) {
+    if (devices_ > 1 && emu_stream != nullptr) {
         device = emu_stream->device();
-    } else {
+    } else if (devices_ > 1) {
         PointerInfo info;
         memory_->query(dst, &info);
         device = info.type == GPUCOLL_MEM_DEVICE ? info.device : t_current_device;

@@ -87,6 +87,12 @@ GPUCOLL_EXPORT int gpucoll_device_count(void);
 GPUCOLL_EXPORT int gpucoll_set_device(int ordinal);
 /* The calling thread's device (cuda: cudaGetDevice); -1 without a backend. */
 GPUCOLL_EXPORT int gpucoll_current_device(void);
+/* 1 if this process holds a context on GPU ordinal (cuda: its primary
+ * context is active, i.e. it uses memory there), 0 if not, -1 on error.
+ * Creates nothing. gpucoll creates none on a GPU the application did not
+ * choose: a communicator set up before the process touched a GPU (with
+ * several to choose from) waits for its first call on device buffers. */
+GPUCOLL_EXPORT int gpucoll_device_has_context(int ordinal);
 /* One rank per GPU, the usual way: the environment variable GPUCOLL_LOCAL_GPU
  * if set, else the node-local rank (OMPI_COMM_WORLD_LOCAL_RANK,
  * MPI_LOCALRANKID, SLURM_LOCALID, PMIX_LOCAL_RANK; 0 if none is set) modulo

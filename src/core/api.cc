@@ -106,6 +106,17 @@ int gpucoll_current_device(void) {
     return ordinal;
 }
 
+int gpucoll_device_has_context(int ordinal) {
+    Device* d = nullptr;
+    if (require_device(&d) != GPUCOLL_SUCCESS) return -1;
+    if (ordinal < 0 || ordinal >= d->device_count()) {
+        set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_device_has_context: no GPU %d (%d GPUs)",
+                  ordinal, d->device_count());
+        return -1;
+    }
+    return d->holds_context(ordinal) ? 1 : 0;
+}
+
 int gpucoll_select_local_device(void) {
     Device* d = nullptr;
     if (require_device(&d) != GPUCOLL_SUCCESS) return -1;

@@ -89,8 +89,8 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
         log_line(config, bs.rank, 1, "accelerated path off: a node could not set up IPC");
         return gpucoll::kSuccess;
     }
-    s = gpucoll::inter::Hierarchy::create(bs, topo, config, &comm->node->segment().header().abort,
-                                          &comm->hierarchy);
+    s = gpucoll::inter::Hierarchy::create(bs, topo, config, comm->node->ordinal(),
+                                          &comm->node->segment().header().abort, &comm->hierarchy);
     if (s == GPUCOLL_ERR_UNSUPPORTED) {
         log_line(
             config, bs.rank, 1,

@@ -115,6 +115,15 @@ public:
     // work without a stream runs unless its buffers say otherwise.
     virtual Status current_device(int* ordinal) = 0;
     virtual Status set_current_device(int ordinal) = 0;
+    // Whether the calling thread has a GPU current for real (CUDA: a current
+    // context: the application chose its GPU, or used one): false before the
+    // process touched a GPU, when current_device() names device 0 only by
+    // default. Creates nothing.
+    virtual bool thread_has_context() = 0;
+    // Whether this process holds a context on GPU ordinal (CUDA: its primary
+    // context is active), i.e. device memory of this process lives there.
+    // Creates nothing.
+    virtual bool holds_context(int ordinal) = 0;
     // Makes ordinal the calling thread's current device; *saved says how to
     // undo it. leave_device restores exactly the previous state, creating
     // nothing (CUDA: the previous context, or none: never a context on the

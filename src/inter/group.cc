@@ -49,18 +49,22 @@ Status Group::scratch(size_t bytes, char** out) {
 Status Group::start() {
     control_out_.assign(members_.size(), 0);
     control_sends_.resize(members_.size());
-    GPUCOLL_TRY(set_direct(false));
+    GPUCOLL_TRY(set_direct(false, false));
     return transport_->recv(make_tag(comm_id_, 0, kControlStep, 0), kTagMatchControl, &control_in_,
                             sizeof control_in_, MemKind::Host, &control_recv_);
 }
 
-Status Group::set_direct(bool direct) {
+Status Group::set_direct(bool direct, bool reserve_now) {
     direct_ = direct;
     if (direct) {
         send_stage_.reset();
         recv_stage_.reset();
         return kSuccess;
     }
+    return reserve_now ? reserve_stages() : kSuccess;
+}
+
+Status Group::reserve_stages() {
     GPUCOLL_TRY(send_stage_.reserve(device_, config_.chunk_bytes * config_.slots));
     return recv_stage_.reserve(device_, config_.chunk_bytes * config_.slots);
 }
@@ -215,6 +219,12 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             GPUCOLL_TRY(device_->alloc(&reduce_chunks_, config_.chunk_bytes * slots));
         reduce_chunks = static_cast<char*>(reduce_chunks_);
     }
+    // Staged device memory: the pinned chunks, unless set up with the group
+    // (a process on no GPU yet has none: pinned memory needs a GPU context).
+    bool any_staged = false;
+    for (const SendOp& so : sends) any_staged |= !direct_ && !so.host && so.bytes != 0;
+    for (const RecvOp& r : recvs) any_staged |= !direct_ && !r.host && r.bytes != 0;
+    if (any_staged && send_stage_.data() == nullptr) GPUCOLL_TRY(reserve_stages());
 
     std::vector<Slot>& send_slots = send_slots_;  // reused: no allocation after the first call
     std::vector<Slot>& recv_slots = recv_slots_;

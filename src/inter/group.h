@@ -66,8 +66,9 @@ public:
     // Posts the receive for abort messages; the group starts staged.
     Status start();
     // Device memory straight to the transport (true) or through the pinned
-    // chunks (false); the same on every member.
-    Status set_direct(bool direct);
+    // chunks (false); the same on every member. The chunks are allocated now
+    // if reserve_now, else by the first transfer that needs them.
+    Status set_direct(bool direct, bool reserve_now);
     // Whether every member's endpoint can carry device memory itself.
     bool device_capable(std::string* names);
 
@@ -136,6 +137,7 @@ private:
     const std::atomic<uint64_t>* node_abort_;
     bool direct_;
     // Staged path: pinned chunks, slots per direction.
+    Status reserve_stages();
     PinnedBuffer send_stage_, recv_stage_;
     // Control: abort notices of members.
     uint64_t control_in_ = 0;

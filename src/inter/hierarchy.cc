@@ -90,16 +90,17 @@ Hierarchy::~Hierarchy() {
 }
 
 Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
-                         const gpucoll_comm_config_t& config,
+                         const gpucoll_comm_config_t& config, int ordinal,
                          const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out) {
     out->reset();
     Transport* transport = nullptr;
     // Rails: each process on the NIC nearest its GPU (unless the user chose).
+    // The transport is the process's, started once: a process that had not
+    // chosen its GPU when its first communicator spanning nodes was set up
+    // leaves the NIC to UCX.
     std::string bus_id, rail_why;
-    if (Device* dev = Runtime::instance().device(); dev != nullptr) {
-        int ordinal = -1;
-        if (dev->current_device(&ordinal) == kSuccess) (void)dev->pci_bus_id(ordinal, &bus_id);
-    }
+    if (Device* dev = Runtime::instance().device(); dev != nullptr && ordinal >= 0)
+        (void)dev->pci_bus_id(ordinal, &bus_id);
     const std::string nic = intra::rail_net_device(config, bus_id, &rail_why);
     const Status ts = Runtime::instance().transport(
         config.thread_multiple != 0 || config.progress_thread != 0, nic, &transport);
@@ -216,7 +217,8 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     GPUCOLL_TRY(bootstrap_agree(bs, direct, &all_ok));
     h->lanes_ = lanes;
     for (Group* g : {h->rail_.get(), h->leaders_.get()})
-        if (g != nullptr) ok = g->set_direct(all_ok) == kSuccess && ok;
+        if (g != nullptr)
+            ok = g->set_direct(all_ok, /*reserve_now=*/ordinal >= 0) == kSuccess && ok;
     GPUCOLL_TRY(bootstrap_agree(bs, ok, &all_ok));
     if (!all_ok) return set_error(GPUCOLL_ERR_UNSUPPORTED, "pinned staging buffers unavailable");
     *out = std::move(h);

@@ -71,8 +71,9 @@ public:
     // Collective over the whole communicator (bs). *out stays null, on every
     // rank, when the transport cannot serve it (why: logged by the caller
     // from last_error()). node_abort: the node communicator's abort word.
+    // ordinal: this rank's GPU (its NIC, for rails), -1 for none yet.
     static Status create(const gpucoll_bootstrap_t& bs, const Topology& topo,
-                         const gpucoll_comm_config_t& config,
+                         const gpucoll_comm_config_t& config, int ordinal,
                          const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out);
 
     const Topology& topo() const { return topo_; }

@@ -161,9 +161,17 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     Hello hello{};
     hello.pid = getpid();
     // The current device: the application chose it before its first
-    // collective (gpucoll_select_local_device, cudaSetDevice).
+    // collective (gpucoll_select_local_device, cudaSetDevice). A process
+    // that has not touched a GPU yet, with several to choose from, has not
+    // chosen (the usual way: MPI_Comm_split_type, whose host collective
+    // comes here, then cudaSetDevice by node-local rank): the communicator
+    // stays on no GPU, creating nothing on any (on GPU 0, a context of
+    // every rank of the node), and its first blocking call on device
+    // buffers sets it up again where they are (GPUCOLL_REBIND). With one
+    // GPU there is nothing to choose: it is the one.
     int ordinal = -1;
-    if (comm->device_->current_device(&ordinal) != kSuccess) ordinal = -1;
+    const bool chosen = comm->device_->thread_has_context() || comm->device_->device_count() == 1;
+    if (chosen && comm->device_->current_device(&ordinal) != kSuccess) ordinal = -1;
     comm->ordinal_ = ordinal;
     if (ordinal >= 0 && comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
         hello.gpu_known = 1;
@@ -210,7 +218,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     comm->gpu_shared_ = flags.gpu_shared;
     comm->pipelined_ = flags.device_flags || config.host_pipeline == 1 ||
                        (config.host_pipeline < 0 && comm->device_->prefers_async_work());
-    if (flags.fell_back)
+    if (flags.fell_back && ordinal >= 0)
         comm->log(1,
                   "coll_gpucoll_flags device: ranks share a GPU without stream memory operations "
                   "(a waiting kernel would starve the others): host flags instead");
@@ -234,14 +242,20 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                   comm->model_table_.summary().c_str());
     }
     const ProgressAgent::Mode mode = comm->agent_mode_ = comm->choose_agent_mode();
-    comm->log(1,
-              "accelerated path on: %d ranks on one node, backend %s, %s flags (%s), "
-              "nonblocking calls: progress threads %s",
-              comm->size_, comm->device_->name(), comm->device_flags_ ? "device" : "host",
-              comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank",
-              mode == ProgressAgent::Mode::Eager  ? "on"
-              : mode == ProgressAgent::Mode::Lazy ? "lazy"
-                                                  : "off");
+    if (comm->ordinal_ < 0)
+        comm->log(1,
+                  "accelerated path waiting: %d ranks on one node, backend %s, no GPU chosen yet "
+                  "(set up again by the first blocking call on device buffers)",
+                  comm->size_, comm->device_->name());
+    else
+        comm->log(1,
+                  "accelerated path on: %d ranks on one node, backend %s, %s flags (%s), "
+                  "nonblocking calls: progress threads %s",
+                  comm->size_, comm->device_->name(), comm->device_flags_ ? "device" : "host",
+                  comm->gpu_shared_ ? "ranks share a GPU" : "one GPU per rank",
+                  mode == ProgressAgent::Mode::Eager  ? "on"
+                  : mode == ProgressAgent::Mode::Lazy ? "lazy"
+                                                      : "off");
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;
@@ -312,13 +326,16 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
     struct Exported {
         BufferDesc desc;
         int32_t ok;
+        int32_t none;  // on no GPU yet: no scratch (every call of ours declines or rebinds)
     } mine{};
     const uint64_t zero_flags[kFlagBytes / sizeof(uint64_t)] = {};
+    mine.none = ordinal_ < 0;
     mine.ok = segment_ok &&
-              scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
-              device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
-              cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
-              (!pipelined_ || device_->create_stream(&stream_) == kSuccess);
+              (ordinal_ < 0 ||
+               (scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
+                device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
+                cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
+                (!pipelined_ || device_->create_stream(&stream_) == kSuccess)));
     std::vector<Exported> all;
     GPUCOLL_TRY(bootstrap_allgather(bs, mine, &all));
     bool ok = true;
@@ -327,6 +344,10 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
         const Exported& e = all[static_cast<size_t>(p)];
         if (e.ok == 0) {
             ok = false;
+        } else if (e.none != 0 || ordinal_ < 0) {
+            // A rank on no GPU: no algorithm runs until every rank is set up
+            // on one again (it declines or rebinds every call), so nobody
+            // reads its scratch, nor it anyone's.
         } else if (pids_[p] == getpid()) {
             peer_scratch_[p] = reinterpret_cast<char*>(e.desc.base) + e.desc.offset;
         } else {
@@ -666,6 +687,11 @@ Status NodeComm::check_on_our_device(const BufferBytes& bytes, const PointerInfo
     if (bytes.send != 0 && send_info.device != ordinal_) other = send_info.device;
     if (bytes.recv != 0 && recv_info.device != ordinal_) other = recv_info.device;
     if (other < 0 && ordinal_ >= 0) return kSuccess;
+    if (ordinal_ < 0)
+        return set_error(GPUCOLL_REBIND,
+                         "buffers on GPU %d, but the communicator was set up before this process "
+                         "chose a GPU",
+                         other);
     return set_error(GPUCOLL_REBIND,
                      "buffers on GPU %d, but the communicator was set up on GPU %d (its first "
                      "collective ran before the application chose its GPU)",

@@ -213,6 +213,9 @@ public:
     Device* device() const { return device_; }
     const gpucoll_comm_config_t& config() const { return config_; }
     SharedSegment& segment() { return segment_; }
+    // The GPU this communicator works on; -1: none yet (the application had
+    // not chosen one: every call declines, or rebinds).
+    int ordinal() const { return ordinal_; }
     IpcCache& cache() { return *cache_; }
     int pid(int p) const { return pids_[p]; }
     const Post& post_of(int p, uint64_t seq) const {

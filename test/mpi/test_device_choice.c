@@ -13,7 +13,10 @@
  * blocking allreduce, bcast and allgather right and accelerated; a
  * nonblocking allreduce right and accelerated (its work may run on the
  * progress thread, which has no GPU of its own); a persistent allreduce
- * right; the application's current GPU unchanged by the calls.
+ * right; the application's current GPU unchanged by the calls; and no
+ * context on any GPU the application did not choose (the collectives before
+ * the choice created none: on a real node, GPU 0 would otherwise hold a
+ * context of every rank of the node, for the rest of the run).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -84,8 +87,17 @@ int main(int argc, char** argv) {
     int local_rank = 0;
     MPI_Comm_rank(local, &local_rank);
 
-    /* Now the GPU: one per rank. */
+    /* The collectives so far (Open MPI's split, a host allreduce) created no
+     * context: the process has not touched a GPU yet. */
     const int devices = gpucoll_device_count();
+    int dummy = rank, total = 0;
+    CHECK(MPI_Allreduce(&dummy, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "host allreduce failed");
+    for (int d = 0; d < devices; d++)
+        CHECK(gpucoll_device_has_context(d) == 0,
+              "GPU %d holds a context before the application chose its GPU", d);
+
+    /* Now the GPU: one per rank. */
     const int gpu = gpucoll_select_local_device();
     if (gpu < 0 || devices < 2 || gpu != local_rank % devices) {
         fprintf(stderr,
@@ -166,9 +178,14 @@ int main(int argc, char** argv) {
     }
     MPI_Request_free(&preq);
 
-    /* The application's GPU is still the one it chose. */
+    /* The application's GPU is still the one it chose, and the only one
+     * this process holds a context on. */
     const int current = gpucoll_current_device();
     CHECK(current == gpu, "current GPU %d after the calls, expected %d", current, gpu);
+    for (int d = 0; d < devices; d++)
+        CHECK(gpucoll_device_has_context(d) == (d == gpu),
+              "GPU %d: context %d after the calls (this rank chose GPU %d)", d,
+              gpucoll_device_has_context(d), gpu);
 
     gpucoll_free_device(send);
     gpucoll_free_device(recv);

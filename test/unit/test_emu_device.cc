@@ -734,4 +734,44 @@ TEST(EmuDevices, DeviceScopeRestoresTheThreadsGpu) {
     ASSERT_DEV_OK(dev->set_current_device(0));
 }
 
+// Contexts as CUDA's: a thread has none until it chooses a GPU or does
+// work needing one (then its current GPU's, 0 by default); DeviceScope gives
+// a thread that had none exactly that back; the process keeps a context on
+// every GPU it used (a fresh device here; fresh threads).
+TEST(EmuDevices, ContextsComeFromChoosingOrUsingAGpuOnly) {
+    ScopedEnv env("GPUCOLL_EMU_DEVICES", "4");
+    auto dev = gpucoll::make_emu_device();
+    std::thread([&] {
+        EXPECT_FALSE(dev->thread_has_context());
+        int current = -1;
+        EXPECT_DEV_OK(dev->current_device(&current));  // 0, but only by default
+        EXPECT_EQ(current, 0);
+        EXPECT_FALSE(dev->thread_has_context());
+        EXPECT_FALSE(dev->holds_context(3));
+        {
+            gpucoll::DeviceScope scope;
+            ASSERT_DEV_OK(scope.enter(dev.get(), 3));
+            EXPECT_TRUE(dev->thread_has_context());
+        }
+        EXPECT_FALSE(dev->thread_has_context());  // none again, not GPU 0's
+        EXPECT_TRUE(dev->holds_context(3));       // the process keeps it
+        EXPECT_FALSE(dev->holds_context(2));
+        void* p = nullptr;
+        ASSERT_DEV_OK(dev->alloc(&p, 64));  // work without a choice: GPU 0
+        EXPECT_TRUE(dev->thread_has_context());
+        EXPECT_TRUE(dev->holds_context(0));
+        gpucoll::PointerInfo info;
+        ASSERT_DEV_OK(dev->query(p, &info));
+        EXPECT_EQ(info.device, 0);
+        EXPECT_DEV_OK(dev->free(p));
+        EXPECT_FALSE(dev->holds_context(4));  // no such GPU
+    }).join();
+    std::thread([&] {
+        ASSERT_DEV_OK(dev->set_current_device(2));  // choosing is enough (cudaSetDevice)
+        EXPECT_TRUE(dev->thread_has_context());
+        EXPECT_TRUE(dev->holds_context(2));
+        EXPECT_FALSE(dev->holds_context(1));
+    }).join();
+}
+
 }  // namespace

@@ -62,6 +62,8 @@ public:
         GPUCOLL_TRY(resolve("cuGetErrorString", &get_error_string_));
         GPUCOLL_TRY(resolve("cuCtxGetCurrent", &ctx_get_current_));
         GPUCOLL_TRY(resolve("cuCtxSetCurrent", &ctx_set_current_));
+        GPUCOLL_TRY(resolve("cuDevicePrimaryCtxGetState", &primary_ctx_get_state_));
+        GPUCOLL_TRY(resolve("cuDeviceTotalMem", &device_total_mem_));
         // Stream memory operations are optional: without them, device flags
         // are flag kernels (cuda_flags.cu).
         if (resolve("cuStreamWriteValue64", &stream_write_value64_) != kSuccess ||
@@ -120,6 +122,21 @@ public:
         return check(ctx_get_current_(ctx), "cuCtxGetCurrent");
     }
     void restore_context(CUcontext ctx) const { (void)ctx_set_current_(ctx); }
+    // GPU ordinal's memory in bytes (0 if it cannot be read). Needs no context.
+    size_t total_memory(int ordinal) const {
+        size_t bytes = 0;
+        return device_total_mem_(&bytes, static_cast<CUdevice>(ordinal)) == CUDA_SUCCESS ? bytes
+                                                                                         : 0;
+    }
+    // Whether the primary context of GPU ordinal is active in this process
+    // (false on error). Creates nothing.
+    bool primary_context_active(int ordinal) const {
+        unsigned int flags = 0;
+        int active = 0;
+        return primary_ctx_get_state_(static_cast<CUdevice>(ordinal), &flags, &active) ==
+                   CUDA_SUCCESS &&
+               active != 0;
+    }
 
     // The device holding ptr (device memory only).
     Status ordinal(const void* ptr, int* out) const {
@@ -224,6 +241,8 @@ private:
     PFN_cuGetErrorString_v6000 get_error_string_ = nullptr;
     PFN_cuCtxGetCurrent_v4000 ctx_get_current_ = nullptr;
     PFN_cuCtxSetCurrent_v4000 ctx_set_current_ = nullptr;
+    PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_get_state_ = nullptr;
+    PFN_cuDeviceTotalMem_v3020 device_total_mem_ = nullptr;
 };
 
 Status DriverApi::check(CUresult r, const char* what, ...) const {
@@ -439,6 +458,13 @@ public:
         GPUCOLL_TRY(valid_ordinal(ordinal));
         return check(cudaSetDevice(ordinal), "cudaSetDevice(%d)", ordinal);
     }
+    bool thread_has_context() override {
+        CUcontext ctx = nullptr;
+        return driver_.current_context(&ctx) == kSuccess && ctx != nullptr;
+    }
+    bool holds_context(int ordinal) override {
+        return ordinal >= 0 && ordinal < device_count_ && driver_.primary_context_active(ordinal);
+    }
     // Switches only when the thread is not on ordinal's context already, and
     // gives the thread its previous context back (none, if it had none:
     // cudaSetDevice of the previous ordinal would create a context there).
@@ -476,15 +502,17 @@ public:
     bool flags_without_compute(int ordinal) override;
     bool prefers_async_work() const override { return true; }
     // An eighth of the current device's memory (1 GiB if it cannot be read).
+    // Asked of the driver: a communicator set up before the application
+    // chose its GPU must create no context (device management calls of the
+    // runtime may).
     size_t ipc_cache_default_bytes() override {
         int ordinal = 0;
-        cudaDeviceProp prop{};
-        if (cudaGetDevice(&ordinal) != cudaSuccess ||
-            cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess || prop.totalGlobalMem == 0) {
+        if (cudaGetDevice(&ordinal) != cudaSuccess) {
             (void)cudaGetLastError();
             return size_t{1} << 30;
         }
-        return prop.totalGlobalMem / 8;
+        const size_t total = driver_.total_memory(ordinal);
+        return total != 0 ? total / 8 : size_t{1} << 30;
     }
 
     Status query(const void* ptr, PointerInfo* info) override;

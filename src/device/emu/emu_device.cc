@@ -31,8 +31,11 @@ Status as_emu_stream(Stream* stream, EmuStream** out) {
     return kSuccess;
 }
 
-// The calling thread's current emulated device (CUDA: per thread too).
+// The calling thread's current emulated device (CUDA: per thread too), and
+// whether the thread has one for real: a CUDA thread has no current context
+// until it chooses a GPU or uses one (then device 0's primary context).
 thread_local int t_current_device = 0;
+thread_local bool t_has_context = false;
 
 Status submit(EmuStream* stream, EmuStream::Work work) {
     if (stream == nullptr) return work();
@@ -55,6 +58,15 @@ EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
     }
 }
 
+// The calling thread's device for work that needs a context (an allocation,
+// a stream, a copy, an import, a launch): CUDA creates the current device's
+// primary context there, device 0's if the thread never chose one.
+int EmuDevice::use_device() {
+    t_has_context = true;
+    contexts_.fetch_or(uint32_t{1} << t_current_device, std::memory_order_relaxed);
+    return t_current_device;
+}
+
 Status EmuDevice::current_device(int* ordinal) {
     if (ordinal == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "emu current_device: ordinal is NULL");
@@ -69,21 +81,32 @@ Status EmuDevice::set_current_device(int ordinal) {
                          "GPU%s: GPUCOLL_EMU_DEVICES)",
                          ordinal, devices_, devices_ == 1 ? "" : "s");
     t_current_device = ordinal;
+    (void)use_device();  // cudaSetDevice creates the primary context (CUDA 12)
     return kSuccess;
 }
 
+bool EmuDevice::thread_has_context() { return t_has_context; }
+
+bool EmuDevice::holds_context(int ordinal) {
+    return ordinal >= 0 && ordinal < devices_ &&
+           (contexts_.load(std::memory_order_relaxed) & (uint32_t{1} << ordinal)) != 0;
+}
+
+// saved->previous: the previous device + 1, 0 for a thread that had none.
 Status EmuDevice::enter_device(int ordinal, DeviceBinding* saved) {
     *saved = DeviceBinding{};
-    if (ordinal == t_current_device) return kSuccess;
-    const int previous = t_current_device;
+    if (t_has_context && ordinal == t_current_device) return kSuccess;
+    const uintptr_t previous = t_has_context ? static_cast<uintptr_t>(t_current_device) + 1 : 0;
     GPUCOLL_TRY(set_current_device(ordinal));
-    saved->previous = static_cast<uintptr_t>(previous);
+    saved->previous = previous;
     saved->changed = true;
     return kSuccess;
 }
 
 void EmuDevice::leave_device(const DeviceBinding& saved) {
-    if (saved.changed) t_current_device = static_cast<int>(saved.previous);
+    if (!saved.changed) return;
+    t_has_context = saved.previous != 0;
+    t_current_device = saved.previous != 0 ? static_cast<int>(saved.previous - 1) : 0;
 }
 
 Status EmuDevice::check_reachable(const void* ptr, int device, const char* what) const {
@@ -142,23 +165,25 @@ Status EmuDevice::query(const void* ptr, PointerInfo* info) {
 }
 
 Status EmuDevice::alloc(void** ptr, size_t bytes) {
-    return memory_->alloc(ptr, bytes, /*exportable=*/true, t_current_device);
+    return memory_->alloc(ptr, bytes, /*exportable=*/true, use_device());
 }
 
 Status EmuDevice::alloc_unexportable(void** ptr, size_t bytes) {
-    return memory_->alloc(ptr, bytes, /*exportable=*/false, t_current_device);
+    return memory_->alloc(ptr, bytes, /*exportable=*/false, use_device());
 }
 
 Status EmuDevice::free(void* ptr) { return memory_->free(ptr); }
 
-Status EmuDevice::alloc_host(void** ptr, size_t bytes) { return pinned_host_.alloc(ptr, bytes); }
+Status EmuDevice::alloc_host(void** ptr, size_t bytes) {
+    (void)use_device();  // cudaMallocHost: a context on the current device
+    return pinned_host_.alloc(ptr, bytes);
+}
 
 Status EmuDevice::free_host(void* ptr) { return pinned_host_.free(ptr); }
 
 Status EmuDevice::create_stream(std::unique_ptr<Stream>* out) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "emu create_stream: out is NULL");
-    *out =
-        std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment(), t_current_device);
+    *out = std::make_unique<EmuStream>(EmuStream::inline_requested_by_environment(), use_device());
     return kSuccess;
 }
 
@@ -204,6 +229,7 @@ Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* strea
     void* from = nullptr;
     GPUCOLL_TRY(memory_->translate(dst, bytes, &to));
     GPUCOLL_TRY(memory_->translate(src, bytes, &from));
+    if (emu_stream == nullptr) (void)use_device();  // cudaMemcpy: the current device's context
     const bool inject = fail_copy_bytes_ != 0 && bytes == fail_copy_bytes_;
     return submit(emu_stream, [to, from, bytes, inject] {
         if (inject)  // testing aid: a copy that fails when it runs (GPUCOLL_EMU_FAIL_COPY_BYTES)
@@ -243,6 +269,7 @@ Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t co
     GPUCOLL_TRY(memory_->translate(dst, bytes, &out));
     // Like a CUDA kernel: on its stream's device, else on the device of dst
     // (asked only where there are several: one device reaches everything).
+    if (emu_stream == nullptr) (void)use_device();  // a launch: the current device's context
     int device = 0;
     if (devices_ > 1 && emu_stream != nullptr) {
         device = emu_stream->device();
@@ -272,7 +299,7 @@ Status EmuDevice::ipc_export(void* base, IpcHandle* handle) {
 }
 
 Status EmuDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) {
-    return memory_->import_handle(handle, out, t_current_device);
+    return memory_->import_handle(handle, out, use_device());
 }
 
 std::unique_ptr<Device> make_emu_device() { return std::make_unique<EmuDevice>(); }

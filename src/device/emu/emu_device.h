@@ -2,6 +2,7 @@
 // touch, for development and CI on machines without a GPU.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "device/device.h"
@@ -25,6 +26,12 @@ public:
     int device_count() const override { return devices_; }
     Status current_device(int* ordinal) override;
     Status set_current_device(int ordinal) override;
+    // Contexts as CUDA's: a thread has none until it chooses a device or
+    // does work that needs one (an allocation, a stream, a copy, an import,
+    // a launch: then its current device's, device 0 by default); the process
+    // keeps every device's it ever had.
+    bool thread_has_context() override;
+    bool holds_context(int ordinal) override;
     Status gpu_identity(int ordinal, GpuIdentity* out) override;
     Status pci_bus_id(int, std::string* out) override {  // no PCI device behind it
         out->clear();
@@ -67,6 +74,12 @@ private:
     // The device whose stream (or, without one, whose current thread) runs
     // work touching ptr may do so; DEVICE error otherwise.
     Status check_reachable(const void* ptr, int device, const char* what) const;
+    // The calling thread's current device, which now has a context (the
+    // first work there creates one, as CUDA's primary context).
+    int use_device();
+
+    // The devices this process holds a context on (bit d: device d).
+    std::atomic<uint32_t> contexts_{0};
 
     std::shared_ptr<EmuMemory> memory_;
     int devices_ = 1;

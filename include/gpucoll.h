@@ -269,7 +269,8 @@ GPUCOLL_EXPORT void gpucoll_staging_release(void);
  * Every pointer must be device memory of the active backend
  * (GPUCOLL_ERR_INVALID_ARG otherwise: a GPU kernel cannot read pageable host
  * memory). GPUCOLL_ERR_UNSUPPORTED when the backend cannot do (dtype, op),
- * e.g. long double on CUDA: stage through host memory instead. */
+ * e.g. long double on CUDA: stage through host memory instead. Runs on dst's
+ * GPU; an operand on another GPU is first copied there (a temporary). */
 GPUCOLL_EXPORT int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count,
                                   gpucoll_dtype_t dtype, gpucoll_op_t op);
 

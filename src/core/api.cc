@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "config.h"
@@ -11,6 +12,8 @@
 #include "gpucoll.h"
 
 using gpucoll::Device;
+using gpucoll::DeviceScope;
+using gpucoll::PointerInfo;
 using gpucoll::Runtime;
 using gpucoll::set_error;
 
@@ -284,6 +287,30 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
     // predefined op is commutative, so put the aliased operand first.
     const void* srcs[2] = {a, b};
     if (dst == b) std::swap(srcs[0], srcs[1]);
+    // The kernel runs on the result's GPU, which cannot read another GPU's
+    // memory (CUDA without peer access: an illegal address): an operand on
+    // another GPU is copied next to the result first (MPI_Reduce_local with
+    // buffers on two GPUs).
+    PointerInfo where;
+    GPUCOLL_TRY(d->query(dst, &where));
+    const size_t elem = gpucoll::reduce::dtype_size(dtype);
+    if (count > SIZE_MAX / elem)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_reduce: %zu elements overflow size_t",
+                         count);
+    auto release = [d](void* p) { (void)d->free(p); };
+    std::unique_ptr<void, decltype(release)> copies[2] = {{nullptr, release}, {nullptr, release}};
+    DeviceScope on_result;
+    for (int k = 0; k < 2; ++k) {
+        PointerInfo info;
+        GPUCOLL_TRY(d->query(srcs[k], &info));
+        if (info.device < 0 || where.device < 0 || info.device == where.device) continue;
+        GPUCOLL_TRY(on_result.enter(d, where.device));  // the copy is made there
+        void* copy = nullptr;
+        GPUCOLL_TRY(d->alloc(&copy, count * elem));
+        copies[k].reset(copy);
+        GPUCOLL_TRY(d->memcpy(copy, srcs[k], count * elem, nullptr));
+        srcs[k] = copy;
+    }
     return d->reduce(dst, srcs, 2, count, dtype, op, nullptr);
 }
 

@@ -178,13 +178,33 @@ int main(int argc, char** argv) {
     }
     MPI_Request_free(&preq);
 
+    /* MPI_Reduce_local with the input on another GPU: the reduction runs on
+     * the result's GPU, which cannot read the input where it is. */
+    {
+        const int other = (gpu + 1) % devices;
+        float* away = NULL;
+        CHECK(gpucoll_set_device(other) == 0, "cannot choose GPU %d", other);
+        if (gpucoll_malloc_device((void**)&away, N * sizeof(float)) != 0) {
+            fprintf(stderr, "[%d] device memory on GPU %d: %s\n", rank, other,
+                    gpucoll_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        CHECK(gpucoll_set_device(gpu) == 0, "cannot choose GPU %d again", gpu);
+        fill(away, N, 2.0f);
+        fill(recv, N, 3.0f);
+        CHECK(MPI_Reduce_local(away, recv, N, MPI_FLOAT, MPI_SUM) == MPI_SUCCESS,
+              "reduce_local with the input on GPU %d, the result on GPU %d failed", other, gpu);
+        check_values(recv, N, 5.0f, "reduce_local across GPUs");
+        gpucoll_free_device(away);
+    }
+
     /* The application's GPU is still the one it chose, and the only one
      * this process holds a context on. */
     const int current = gpucoll_current_device();
     CHECK(current == gpu, "current GPU %d after the calls, expected %d", current, gpu);
     for (int d = 0; d < devices; d++)
-        CHECK(gpucoll_device_has_context(d) == (d == gpu),
-              "GPU %d: context %d after the calls (this rank chose GPU %d)", d,
+        CHECK(gpucoll_device_has_context(d) == (d == gpu || d == (gpu + 1) % devices),
+              "GPU %d: context %d after the calls (this rank chose GPU %d, and used the next)", d,
               gpucoll_device_has_context(d), gpu);
 
     gpucoll_free_device(send);

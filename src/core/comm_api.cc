@@ -89,6 +89,9 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
         log_line(config, bs.rank, 1, "accelerated path off: a node could not set up IPC");
         return gpucoll::kSuccess;
     }
+    // The pinned chunks are allocated on the node communicator's GPU.
+    gpucoll::DeviceScope on_gpu;
+    (void)on_gpu.enter(gpucoll::Runtime::instance().device(), comm->node->ordinal());
     s = gpucoll::inter::Hierarchy::create(bs, topo, config, comm->node->ordinal(),
                                           &comm->node->segment().header().abort, &comm->hierarchy);
     if (s == GPUCOLL_ERR_UNSUPPORTED) {

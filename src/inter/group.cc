@@ -219,12 +219,15 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             GPUCOLL_TRY(device_->alloc(&reduce_chunks_, config_.chunk_bytes * slots));
         reduce_chunks = static_cast<char*>(reduce_chunks_);
     }
-    // Staged device memory: the pinned chunks, unless set up with the group
-    // (a process on no GPU yet has none: pinned memory needs a GPU context).
+    // Staged device memory needs the pinned chunks, which a process on no
+    // GPU yet does not have (pinned memory needs a GPU context); such a
+    // process never moves device memory (it declines or rebinds every call).
     bool any_staged = false;
     for (const SendOp& so : sends) any_staged |= !direct_ && !so.host && so.bytes != 0;
     for (const RecvOp& r : recvs) any_staged |= !direct_ && !r.host && r.bytes != 0;
-    if (any_staged && send_stage_.data() == nullptr) GPUCOLL_TRY(reserve_stages());
+    if (any_staged && (send_stage_.data() == nullptr || recv_stage_.data() == nullptr))
+        return set_error(GPUCOLL_ERR_INTERNAL,
+                         "device memory between nodes on a communicator set up on no GPU");
 
     std::vector<Slot>& send_slots = send_slots_;  // reused: no allocation after the first call
     std::vector<Slot>& recv_slots = recv_slots_;

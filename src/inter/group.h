@@ -66,8 +66,8 @@ public:
     // Posts the receive for abort messages; the group starts staged.
     Status start();
     // Device memory straight to the transport (true) or through the pinned
-    // chunks (false); the same on every member. The chunks are allocated now
-    // if reserve_now, else by the first transfer that needs them.
+    // chunks (false); the same on every member. The chunks are allocated
+    // only if reserve_now (a process on no GPU yet has none, and needs none).
     Status set_direct(bool direct, bool reserve_now);
     // Whether every member's endpoint can carry device memory itself.
     bool device_capable(std::string* names);

@@ -145,6 +145,12 @@ FlagsChoice choose_flags(int mode, const std::vector<Hello>& all) {
 
 }  // namespace
 
+namespace {
+// The GPU the next communicator this thread creates is set up on, after a
+// call of this thread answered GPUCOLL_REBIND for buffers there (-1: none).
+thread_local int t_rebind_device = -1;
+}  // namespace
+
 Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config,
                         std::unique_ptr<NodeComm>* out) {
     out->reset();
@@ -169,10 +175,28 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     // every rank of the node), and its first blocking call on device
     // buffers sets it up again where they are (GPUCOLL_REBIND). With one
     // GPU there is nothing to choose: it is the one.
-    int ordinal = -1;
-    const bool chosen = comm->device_->thread_has_context() || comm->device_->device_count() == 1;
-    if (chosen && comm->device_->current_device(&ordinal) != kSuccess) ordinal = -1;
+    // A thread without a context in a process that already uses exactly
+    // one GPU (an application's worker thread calling MPI, the main thread
+    // having chosen) is on that GPU. A communicator set up again after a
+    // call on buffers of another GPU is set up there.
+    Device* const dev = comm->device_;
+    int ordinal = std::exchange(t_rebind_device, -1);
+    if (ordinal >= dev->device_count()) ordinal = -1;
+    if (ordinal < 0 && (dev->thread_has_context() || dev->device_count() == 1)) {
+        if (dev->current_device(&ordinal) != kSuccess) ordinal = -1;
+    } else if (ordinal < 0) {
+        int only = -1, used = 0;
+        for (int d = 0; d < dev->device_count(); ++d)
+            if (dev->holds_context(d)) only = d, ++used;
+        if (used == 1) ordinal = only;
+    }
     comm->ordinal_ = ordinal;
+    // The setup below allocates there, whatever this thread's current GPU.
+    DeviceScope on_device;
+    if (on_device.enter(dev, ordinal) != kSuccess) {
+        comm->log(1, "cannot make GPU %d current: %s; set up on none", ordinal, last_error());
+        comm->ordinal_ = ordinal = -1;
+    }
     if (ordinal >= 0 && comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
         hello.gpu_known = 1;
         hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
@@ -687,6 +711,7 @@ Status NodeComm::check_on_our_device(const BufferBytes& bytes, const PointerInfo
     if (bytes.send != 0 && send_info.device != ordinal_) other = send_info.device;
     if (bytes.recv != 0 && recv_info.device != ordinal_) other = recv_info.device;
     if (other < 0 && ordinal_ >= 0) return kSuccess;
+    rebind_device_.store(other, std::memory_order_relaxed);
     if (ordinal_ < 0)
         return set_error(GPUCOLL_REBIND,
                          "buffers on GPU %d, but the communicator was set up before this process "
@@ -963,8 +988,15 @@ int NodeComm::run(const gpucoll_call_t& call) {
         log(1, "cannot make GPU %d current: %s; declining", ordinal_, last_error());
         op.decline_only = true;
     }
+    rebind_device_.store(-1, std::memory_order_relaxed);
     begin(op);
-    return op.done ? op.status : conclude(op);
+    const int status = op.done ? op.status : conclude(op);
+    // Every rank sets the communicator up again, this thread right away:
+    // there, on the GPU of the buffers that asked for it (the thread's
+    // current GPU may be another, or none: a thread that never chose one
+    // would set up on none again, and rebind at every call).
+    if (status == GPUCOLL_REBIND) t_rebind_device = rebind_device_.load(std::memory_order_relaxed);
+    return status;
 }
 
 // Chooses the algorithm and posts the call (or its decline). op.done when

@@ -370,6 +370,9 @@ private:
     // stream and mappings live there, and every entry (the application's
     // threads, the progress agent) works on it. -1: unknown.
     int ordinal_ = -1;
+    // The GPU of the buffers that made this rank answer GPUCOLL_REBIND last
+    // (-1: none); written by the thread that checked them.
+    mutable std::atomic<int> rebind_device_{-1};
     bool warned_other_device_ = false;
     IpcCache* cache_ = nullptr;
     gpucoll_comm_config_t config_{};

@@ -16,9 +16,14 @@
  * right; the application's current GPU unchanged by the calls; and no
  * context on any GPU the application did not choose (the collectives before
  * the choice created none: on a real node, GPU 0 would otherwise hold a
- * context of every rank of the node, for the rest of the run).
+ * context of every rank of the node, for the rest of the run); calls from a
+ * worker thread that never chose a GPU (PyTorch's MPI process group calls
+ * MPI from one), on communicators made before the choice, accelerated once
+ * the process uses one GPU (set up there at once) and once it uses two (set
+ * up again on the buffers' GPU, once, not at every call).
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -71,8 +76,43 @@ static void fill(float* d, size_t n, float v) {
     }
 }
 
+/* Three blocking allreduces on comm from a new thread, which has no GPU of
+ * its own; accelerated: how many were accelerated. */
+struct Worker {
+    MPI_Comm comm;
+    float *send, *recv;
+    float sum;
+    unsigned long long accelerated;
+};
+
+static void* worker_calls(void* arg) {
+    struct Worker* w = arg;
+    const unsigned long long before = accelerated(GPUCOLL_COLL_ALLREDUCE);
+    for (int i = 0; i < 3; i++) /* MPI only: a copy here would create a context */
+        CHECK(MPI_Allreduce(w->send, w->recv, N, MPI_FLOAT, MPI_SUM, w->comm) == MPI_SUCCESS,
+              "allreduce %d from a worker thread failed", i);
+    w->accelerated = accelerated(GPUCOLL_COLL_ALLREDUCE) - before;
+    return NULL;
+}
+
+static void from_worker(MPI_Comm comm, float* send, float* recv, float sum, const char* when) {
+    struct Worker w = {comm, send, recv, sum, 0};
+    fill(send, N, (float)(rank + 1));
+    fill(recv, N, -1.0f);
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker_calls, &w) != 0) {
+        CHECK(0, "pthread_create failed");
+        return;
+    }
+    pthread_join(t, NULL);
+    check_values(recv, N, sum, "allreduce from a worker thread");
+    CHECK(w.accelerated == 3, "%llu of 3 allreduces from a worker thread accelerated (%s)",
+          w.accelerated, when);
+}
+
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -84,6 +124,9 @@ int main(int argc, char** argv) {
     /* The node-local rank, the usual way: a host collective on WORLD first. */
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm early1, early2; /* made before the choice, first used from a worker */
+    MPI_Comm_dup(MPI_COMM_WORLD, &early1);
+    MPI_Comm_dup(MPI_COMM_WORLD, &early2);
     int local_rank = 0;
     MPI_Comm_rank(local, &local_rank);
 
@@ -178,6 +221,9 @@ int main(int argc, char** argv) {
     }
     MPI_Request_free(&preq);
 
+    /* A worker thread while the process uses one GPU: set up there. */
+    if (provided >= MPI_THREAD_SERIALIZED) from_worker(early1, send, recv, sum, "one GPU in use");
+
     /* MPI_Reduce_local with the input on another GPU: the reduction runs on
      * the result's GPU, which cannot read the input where it is. */
     {
@@ -198,6 +244,11 @@ int main(int argc, char** argv) {
         gpucoll_free_device(away);
     }
 
+    /* A worker thread while the process uses two GPUs: set up again on the
+     * buffers' GPU at the first call, then accelerated (not a rebind at every
+     * call, staged). */
+    if (provided >= MPI_THREAD_SERIALIZED) from_worker(early2, send, recv, sum, "two GPUs in use");
+
     /* The application's GPU is still the one it chose, and the only one
      * this process holds a context on. */
     const int current = gpucoll_current_device();
@@ -211,6 +262,8 @@ int main(int argc, char** argv) {
     gpucoll_free_device(recv);
     gpucoll_free_device(all);
     MPI_Comm_free(&local);
+    MPI_Comm_free(&early1);
+    MPI_Comm_free(&early2);
     int any = 0;
     MPI_Allreduce(&fails, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_device_choice: %s (%d ranks)\n", any ? "FAIL" : "PASS", size);

@@ -2,6 +2,8 @@
 // of the calling thread's current device. Included only by the cuda backend.
 #pragma once
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdarg>
@@ -68,32 +70,54 @@ inline Status check(cudaError_t e, const char* what, ...) {
                      error_hint(e));
 }
 
+// The driver's cuCtxGetCurrent / cuCtxSetCurrent, resolved by the device at
+// its initialisation (the library reaches the driver only through entry
+// points); null before.
+struct ContextCalls {
+    PFN_cuCtxGetCurrent_v4000 get = nullptr;
+    PFN_cuCtxSetCurrent_v4000 set = nullptr;
+};
+inline ContextCalls context_calls;
+
 // Makes a device current for the calling thread while the guard lives, and
-// restores the previous one afterwards. Cheap when the device already is
-// current (one cudaGetDevice, no switch).
+// gives the thread exactly its previous state back afterwards: its previous
+// context, or none (cudaSetDevice of the previous ordinal would create a
+// context on GPU 0 for a thread that had none). Cheap when the device
+// already is current (one cuCtxGetCurrent and one cudaGetDevice, no switch).
 class ScopedDevice {
 public:
     ScopedDevice() = default;
     ScopedDevice(const ScopedDevice&) = delete;
     ScopedDevice& operator=(const ScopedDevice&) = delete;
     ~ScopedDevice() {
-        if (previous_ >= 0) (void)cudaSetDevice(previous_);
+        if (!changed_) return;
+        if (context_calls.set != nullptr)
+            (void)context_calls.set(previous_context_);
+        else if (previous_ >= 0)
+            (void)cudaSetDevice(previous_);
     }
 
     // make_context_current: call cudaSetDevice even when device is already
-    // the current one: it makes the primary context current on this thread
-    // (CUDA 12 and later), which driver-API calls on the legacy stream need
-    // (cudaGetDevice alone does not).
+    // the current one but the thread has no context: it makes the primary
+    // context current on this thread (CUDA 12 and later), which driver-API
+    // calls on the legacy stream need (cudaGetDevice alone does not).
     Status enter(int device, bool make_context_current = false) {
+        CUcontext context = nullptr;
+        if (context_calls.get != nullptr && context_calls.get(&context) != CUDA_SUCCESS)
+            context = nullptr;
         int current = -1;
         GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
-        if (current == device && !make_context_current) return kSuccess;
+        if (current == device && (context != nullptr || !make_context_current)) return kSuccess;
         GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
-        if (current != device) previous_ = current;
+        changed_ = true;
+        previous_context_ = context;
+        previous_ = current;
         return kSuccess;
     }
 
 private:
+    bool changed_ = false;
+    CUcontext previous_context_ = nullptr;
     int previous_ = -1;
 };
 

@@ -62,6 +62,7 @@ public:
         GPUCOLL_TRY(resolve("cuGetErrorString", &get_error_string_));
         GPUCOLL_TRY(resolve("cuCtxGetCurrent", &ctx_get_current_));
         GPUCOLL_TRY(resolve("cuCtxSetCurrent", &ctx_set_current_));
+        context_calls = ContextCalls{ctx_get_current_, ctx_set_current_};  // for ScopedDevice
         GPUCOLL_TRY(resolve("cuDevicePrimaryCtxGetState", &primary_ctx_get_state_));
         GPUCOLL_TRY(resolve("cuDeviceTotalMem", &device_total_mem_));
         // Stream memory operations are optional: without them, device flags
@@ -702,6 +703,21 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
         // Copies may be enqueued on a stream of another device than the current one.
         return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream->handle()),
                      "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
+    }
+    // A thread without a context would create one on its current device
+    // (GPU 0 by default) for the copy: it runs on the GPU that holds the
+    // device memory instead, and the thread is left without one again.
+    ScopedDevice on_device;
+    if (!thread_has_context()) {
+        int device = -1;
+        for (const void* p : {static_cast<const void*>(dst), src}) {
+            DriverApi::Attributes a;
+            bool known = false;
+            if (device < 0 && driver_.attributes(p, &a, &known) == kSuccess &&
+                a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
+                device = a.ordinal;
+        }
+        if (device >= 0) GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
     }
     // cudaMemcpy may return before a copy from pageable memory reaches the
     // device; waiting for the stream makes the copy complete on return.

@@ -67,6 +67,25 @@ int EmuDevice::use_device() {
     return t_current_device;
 }
 
+// A copy without a stream: on the thread's current device if it has one,
+// else (as the cuda backend does) on the device that holds the device
+// memory, leaving the thread without a context.
+void EmuDevice::copy_context(const void* dst, const void* src) {
+    if (t_has_context) {
+        (void)use_device();
+        return;
+    }
+    for (const void* p : {dst, src}) {
+        PointerInfo info;
+        memory_->query(p, &info);
+        if (info.type == GPUCOLL_MEM_DEVICE && info.device >= 0) {
+            contexts_.fetch_or(uint32_t{1} << info.device, std::memory_order_relaxed);
+            return;
+        }
+    }
+    (void)use_device();
+}
+
 Status EmuDevice::current_device(int* ordinal) {
     if (ordinal == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "emu current_device: ordinal is NULL");
@@ -229,7 +248,7 @@ Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* strea
     void* from = nullptr;
     GPUCOLL_TRY(memory_->translate(dst, bytes, &to));
     GPUCOLL_TRY(memory_->translate(src, bytes, &from));
-    if (emu_stream == nullptr) (void)use_device();  // cudaMemcpy: the current device's context
+    if (emu_stream == nullptr) copy_context(dst, src);
     const bool inject = fail_copy_bytes_ != 0 && bytes == fail_copy_bytes_;
     return submit(emu_stream, [to, from, bytes, inject] {
         if (inject)  // testing aid: a copy that fails when it runs (GPUCOLL_EMU_FAIL_COPY_BYTES)

@@ -77,6 +77,7 @@ private:
     // The calling thread's current device, which now has a context (the
     // first work there creates one, as CUDA's primary context).
     int use_device();
+    void copy_context(const void* dst, const void* src);
 
     // The devices this process holds a context on (bit d: device d).
     std::atomic<uint32_t> contexts_{0};

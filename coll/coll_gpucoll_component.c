@@ -271,7 +271,8 @@ static const gpucoll_param_t gpucoll_params[] = {
      "Pipeline chunk (bytes) between nodes when device memory cannot go to UCX directly (UCX "
      "without CUDA support, e.g. Debian's): the device-to-host copy of a chunk overlaps the "
      "network transfer of the previous ones, through a persistent pinned pool of 4 chunks per "
-     "direction and group. With a CUDA-aware UCX, the size of each message.",
+     "direction and group. With a CUDA-aware UCX, the size of each message. 4096 to 67108864 "
+     "(64 MiB); a value outside is replaced by the nearer bound, with a message.",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.inter_chunk_size},
     {"topology_file",
@@ -398,6 +399,18 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
                           gpucoll_coll_name((gpucoll_coll_t)i));
             c->algorithm[i] = GPUCOLL_ALGO_AUTO;
         }
+    }
+    /* The same bound the core applies (each group keeps 4 chunks per
+     * direction pinned, and a bcast segment is 4 chunks): said once here. */
+    if (c->inter_chunk_size < GPUCOLL_INTER_CHUNK_MIN_BYTES ||
+        c->inter_chunk_size > GPUCOLL_INTER_CHUNK_MAX_BYTES) {
+        const size_t bounded = c->inter_chunk_size < GPUCOLL_INTER_CHUNK_MIN_BYTES
+                                   ? GPUCOLL_INTER_CHUNK_MIN_BYTES
+                                   : GPUCOLL_INTER_CHUNK_MAX_BYTES;
+        GPUCOLL_ERROR("coll_gpucoll_inter_chunk_size=%zu is outside %zu..%zu bytes; using %zu",
+                      c->inter_chunk_size, (size_t)GPUCOLL_INTER_CHUNK_MIN_BYTES,
+                      (size_t)GPUCOLL_INTER_CHUNK_MAX_BYTES, bounded);
+        c->inter_chunk_size = bounded;
     }
     c->backend_ready = true;
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,

@@ -338,6 +338,11 @@ GPUCOLL_EXPORT int gpucoll_algorithm_valid(gpucoll_coll_t coll, gpucoll_algorith
 #define GPUCOLL_FLAGS_DEVICE 1
 #define GPUCOLL_FLAGS_AUTO 2
 
+/* Bounds of gpucoll_comm_config_t.inter_chunk_bytes: each group between
+ * nodes keeps 4 chunks per direction in pinned host memory. */
+#define GPUCOLL_INTER_CHUNK_MIN_BYTES ((size_t)4096)
+#define GPUCOLL_INTER_CHUNK_MAX_BYTES ((size_t)64 << 20)
+
 typedef struct gpucoll_comm_config {
     /* forced algorithm per collective (GPUCOLL_ALGO_AUTO: selection table) */
     gpucoll_algorithm_t algorithm[GPUCOLL_COLL_COUNT];
@@ -362,7 +367,9 @@ typedef struct gpucoll_comm_config {
     int host_pipeline;
     /* Between nodes (communicators that span nodes; UCX). */
     int inter_algorithm;           /* 0 auto, 1 ring, 2 direct (every member to every other) */
-    size_t inter_chunk_bytes;      /* pipeline chunk of device memory staged through host */
+    size_t inter_chunk_bytes;      /* pipeline chunk of device memory staged through host,
+                                      GPUCOLL_INTER_CHUNK_MIN_BYTES..GPUCOLL_INTER_CHUNK_MAX_BYTES
+                                      (a value outside is taken as the nearer bound) */
     size_t inter_direct_max_bytes; /* auto: direct up to this many bytes per group member */
     /* Device memory between nodes: 0 auto (straight to UCX when UCX reports
      * CUDA support and every endpoint's transports can read device memory:
@@ -396,15 +403,18 @@ typedef struct gpucoll_comm_config {
     const char* nvlink_file;
     /* The cost model that picks algorithms (NULL or "": size thresholds and
      * the topology's family): a preset ("h100-nvswitch", "pcie4-workstation",
-     * "emu") or a params file (contrib/calibrate.py writes one). Every rank
-     * of a node communicator must load the same parameters, or none uses
-     * them. A forced algorithm still wins. Read during gpucoll_comm_create. */
+     * "emu") or a params file (contrib/calibrate.py writes one; the keys a
+     * file leaves out come from the backend's preset: emu on emu,
+     * h100-nvswitch on cuda). Every rank of a node communicator must load
+     * the same parameters, or none uses them. A forced algorithm still wins.
+     * Read during gpucoll_comm_create. */
     const char* cost_model;
-    /* Between nodes, each process's UCX context uses only the NIC nearest
-     * its GPU (UCX_NET_DEVICES), where the job has several processes on a
-     * machine, the topology is this machine's and the user set no
-     * UCX_NET_DEVICES: 1 (default); 0: UCX's own choice. The first
-     * communicator that spans nodes decides for the process. */
+    /* Between nodes, each process's UCX context uses only the RDMA NIC
+     * (InfiniBand/RoCE, a port active) nearest its GPU (UCX_NET_DEVICES),
+     * where the job has several processes on a machine, the topology is this
+     * machine's, it has such a NIC and the user set no UCX_NET_DEVICES: 1
+     * (default); 0: UCX's own choice. The first communicator that spans
+     * nodes decides for the process. */
     int rails;
     /* Bcast between nodes (among the node leaders): 0 auto (a pipelined
      * chain where its rounds beat the binomial tree's whole transfers: large

@@ -6,6 +6,7 @@
 
 #include "common/wait_watch.h"
 #include "device/reduce_ops.h"
+#include "inter/bcast_plan.h"
 #include "intra/progress_agent.h"
 
 namespace gpucoll::inter {
@@ -21,7 +22,7 @@ Group::Group(Transport* transport, Device* device, std::vector<Endpoint*> member
       node_abort_(node_abort),
       direct_(false) {
     config_.slots = std::max(config_.slots, 2);
-    config_.chunk_bytes = std::max<size_t>(config_.chunk_bytes, 4096);
+    config_.chunk_bytes = group_chunk_bytes(config_.chunk_bytes);
 }
 
 Group::~Group() {

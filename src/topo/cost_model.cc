@@ -184,6 +184,13 @@ private:
     Estimate group_allreduce(double bytes, double share) const;
     // The verdict exchanged between nodes on every call: one small round.
     double verdict() const { return p_.nic.latency_us; }
+    // The chunk a group uses (inter/group.cc), whatever the parameter says.
+    size_t inter_chunk() const {
+        const double c = p_.inter_chunk_bytes, most = GPUCOLL_INTER_CHUNK_MAX_BYTES;
+        return inter::group_chunk_bytes(!(c >= 1)   ? 1
+                                        : c >= most ? GPUCOLL_INTER_CHUNK_MAX_BYTES
+                                                    : static_cast<size_t>(c));
+    }
 
     const ModelParams& p_;
     gpucoll_coll_t coll_;
@@ -349,7 +356,7 @@ Estimate Model::bcast_chain() const {
 // share: ranks driving the same NIC at once.
 double Model::transfer(double send, double recv, bool reduce, double share) const {
     const double net = us(std::max(send, recv), p_.nic.bandwidth_GBps / share);
-    const double c = p_.inter_chunk_bytes;
+    const double c = static_cast<double>(inter_chunk());
     double work = 0, fill = 0;
     if (p_.inter_via_host) {
         work = chunks(send, c) * cpu(p_.d2h.latency_us) + us(send, rate(p_.d2h)) +
@@ -420,8 +427,7 @@ Estimate Model::allreduce_leader() const {
 Estimate Model::bcast_hier() const {
     const int L = L_;
     const inter::BcastPlan plan =
-        inter::bcast_plan(N_, static_cast<size_t>(S_), static_cast<size_t>(p_.inter_chunk_bytes),
-                          kGroupSlots, p_.inter_bcast);
+        inter::bcast_plan(N_, static_cast<size_t>(S_), inter_chunk(), kGroupSlots, p_.inter_bcast);
     const double seg = static_cast<double>(plan.segment);
     const double between =
         plan.chain ? (static_cast<double>(plan.segments) + N_ - 2) * transfer(seg, seg, false, 1)
@@ -868,9 +874,10 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
             ok = whole && v >= 0 && v <= 2;
             *why = "0, 1 or 2";
             break;
-        case Kind::Size:
-            ok = whole && v >= 1;
-            *why = "a whole number of bytes >= 1";
+        case Kind::Size:  // a chunk: the runtime bounds the one between nodes the same way
+            ok = whole && v >= 1 && v <= static_cast<double>(GPUCOLL_INTER_CHUNK_MAX_BYTES);
+            *why = "a whole number of bytes in [1, " +
+                   std::to_string(GPUCOLL_INTER_CHUNK_MAX_BYTES) + "]";
             break;
         default:  // Limit
             ok = whole && v >= 0;

@@ -34,6 +34,8 @@
 # 13. the GPU chosen after MPI_Comm_split_type, one per rank (emu, 4
 #     emulated GPUs; 2x2 and 2+1+1): every node sets the communicator up
 #     again on the right GPU and the calls are accelerated and right.
+# 14. coll_gpucoll_inter_chunk_size near 2^62 (a bcast chain across three
+#     nodes divided by zero): bounded to 64 MiB with a message, results right.
 # Skipped when gpucoll was built without UCX.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -188,5 +190,13 @@ if [ "$TEST_DEVICE" = emu ]; then
             -x GPUCOLL_EMU_DEVICES=4 -- sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_device_choice"
     done
 fi
+
+echo "== 14. an absurd coll_gpucoll_inter_chunk_size: bounded, said once per process"
+# shellcheck disable=SC2086 # words
+run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" $tcp \
+    --mca coll_gpucoll_inter_chunk_size 4611686018427387904 --mca coll_gpucoll_inter_bcast chain -- \
+    sh -c "$(fake "1 1 1")" "$MPI_TESTDIR/test_internode"
+n=$(grep -c 'coll_gpucoll_inter_chunk_size=4611686018427387904 is outside 4096..67108864 bytes; using 67108864' "$MPI_OUT" || true)
+[ "$n" -eq 3 ] || fail "expected one message per process about the bounded chunk ($n)"
 
 echo "PASS: internode"

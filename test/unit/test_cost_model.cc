@@ -380,6 +380,30 @@ TEST(Predict, InterBcastModeFollowsTheSetting) {
 
 // The terms for a device that is the host's CPU (emu) are off in the GPU
 // presets: their predictions (pinned above) do not change.
+// A params file's inter_chunk_bytes near 2^62 made bcast_plan's segment
+// (4 x chunk) wrap to 0 and divide by it: SIGFPE in gpucoll_topo --model.
+// The file's value is bounded like coll_gpucoll_inter_chunk_size, and the
+// model uses the chunk a group would use whatever ModelParams says.
+TEST(Predict, HugeInterChunkIsBounded) {
+    ModelParams p = params("pcie4-workstation");
+    std::string error;
+    EXPECT_FALSE(parse_params("inter_chunk_bytes = 4611686018427387904\n", "f", &p, &error));
+    EXPECT_EQ(error, "f:1: 'inter_chunk_bytes' wants a whole number of bytes in [1, " +
+                         std::to_string(GPUCOLL_INTER_CHUNK_MAX_BYTES) +
+                         "], got '4611686018427387904'");
+    ASSERT_TRUE(parse_params("inter_chunk_bytes = 67108864\n", "f", &p, &error)) << error;
+    for (double chunk : {std::ldexp(1.0, 62), 1e300, 0.0}) {
+        p.inter_chunk_bytes = chunk;  // not through the parser
+        for (int mode : {0, 2}) {
+            p.inter_bcast = mode;
+            const Prediction pr =
+                predict(GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_HIER, size_t{1} << 30, Shape{4, 4}, p);
+            EXPECT_TRUE(pr.applicable);
+            EXPECT_TRUE(std::isfinite(pr.time_us) && pr.time_us > 0) << chunk << " " << pr.time_us;
+        }
+    }
+}
+
 TEST(EmuTerms, OffInTheGpuPresets) {
     for (const char* name : {"h100-nvswitch", "pcie4-workstation", "emu"}) {
         const ModelParams p = params(name);
@@ -616,7 +640,8 @@ TEST(Params, ErrorsNameTheLine) {
         {"gpus_per_switch = 2.5\n", "f:1: 'gpus_per_switch' wants a whole number >= 1, got '2.5'"},
         {"nics_per_node = 0\n", "f:1: 'nics_per_node' wants a whole number >= 1, got '0'"},
         {"inter_via_host = yes\n", "f:1: 'inter_via_host' wants 0 or 1, got 'yes'"},
-        {"chunk_bytes = 0\n", "f:1: 'chunk_bytes' wants a whole number of bytes >= 1, got '0'"},
+        {"chunk_bytes = 0\n",
+         "f:1: 'chunk_bytes' wants a whole number of bytes in [1, 67108864], got '0'"},
         {"inter_direct_max_bytes = -5\n",
          "f:1: 'inter_direct_max_bytes' wants a whole number of bytes >= 0, got '-5'"},
         {"sync_us = 1\n\nsync_us = 2\n", "f:3: 'sync_us' set twice (first on line 1)"},

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +82,26 @@ TEST(BcastPlan, ChainWhereItBeatsTheTree) {
     EXPECT_TRUE(forced.chain);
     EXPECT_EQ(forced.segments, 1u);
     EXPECT_FALSE(bcast_plan(2, 1024 * mib, mib, 4, 2).chain);
+}
+
+// coll_gpucoll_inter_chunk_size is an unbounded size_t: near 2^62 the
+// segment (slots x chunk) wrapped to 0 and the plan divided by it (SIGFPE
+// in a bcast across 3+ nodes). The product saturates; groups bound the
+// chunk itself.
+TEST(BcastPlan, HugeChunksSaturate) {
+    using gpucoll::inter::bcast_plan;
+    using gpucoll::inter::group_chunk_bytes;
+    const size_t huge = size_t{1} << 62, most = std::numeric_limits<size_t>::max();
+    EXPECT_FALSE(bcast_plan(3, size_t{1} << 30, huge, 4).chain);  // one segment: the tree
+    const auto forced = bcast_plan(3, size_t{1} << 30, huge, 4, 2);
+    EXPECT_TRUE(forced.chain);
+    EXPECT_EQ(forced.segment, most);
+    EXPECT_EQ(forced.segments, 1u);
+    EXPECT_EQ(bcast_plan(5, most, most, 4, 2).segments, 1u);
+    EXPECT_TRUE(bcast_plan(1 << 30, most, 4096, 4).chain);  // no overflow in k x levels
+    EXPECT_EQ(group_chunk_bytes(huge), GPUCOLL_INTER_CHUNK_MAX_BYTES);
+    EXPECT_EQ(group_chunk_bytes(0), GPUCOLL_INTER_CHUNK_MIN_BYTES);
+    EXPECT_EQ(group_chunk_bytes(size_t{1} << 20), size_t{1} << 20);
 }
 
 struct Case {

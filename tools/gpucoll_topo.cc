@@ -1,6 +1,7 @@
 // gpucoll_topo - how this node's GPUs and NICs are connected, and what
 // gpucoll makes of it. See `gpucoll_topo --help`.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -165,7 +166,9 @@ void print_model(const gpucoll::topo::ModelParams& p, gpucoll::topo::Shape shape
             else
                 std::printf("  %11.1f / %5.1f", pr.time_us, pr.busbw_GBps);
         }
-        std::printf("  %s\n", ranked.empty() ? "-" : gpucoll_algorithm_name(ranked[0].algo));
+        // Non-finite predictions are ranked last: none finite, no fastest.
+        const bool known = !ranked.empty() && std::isfinite(ranked[0].prediction.time_us);
+        std::printf("  %s\n", known ? gpucoll_algorithm_name(ranked[0].algo) : "-");
         if (b > hi / 2) break;  // no overflow past hi
     }
 }

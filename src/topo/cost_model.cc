@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "inter/bcast_plan.h"
@@ -22,7 +23,13 @@ double us(double bytes, double GBps) { return bytes <= 0 ? 0 : bytes / (GBps * 1
 
 double chunks(double bytes, double chunk) { return bytes <= 0 ? 0 : std::ceil(bytes / chunk); }
 
-double log2_ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
+// A count of waits as an int, however many chunks a huge call has.
+int saturated(double count) {
+    return count >= std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                                    : static_cast<int>(count);
+}
+
+double log2_ceil(double n) { return n <= 1 ? 0 : std::ceil(std::log2(n)); }
 
 bool reduces(gpucoll_coll_t coll) {
     return coll == GPUCOLL_COLL_ALLREDUCE || coll == GPUCOLL_COLL_REDUCE ||
@@ -340,7 +347,7 @@ Estimate Model::bcast_chain() const {
         k <= 0 ? 0 : (k - 1) * stage(c) + stage(last) + (n - 2) * stage(k > 1 ? c : last);
     Estimate e;
     e.us = overhead() + sync(1) + pipeline + sync(1);
-    e.syncs = static_cast<int>(k) + n;  // agreement, k + n - 2 stages, the end
+    e.syncs = saturated(k + n);  // agreement, k + n - 2 stages, the end
     e.recv = S_;
     return e;
 }
@@ -496,12 +503,12 @@ Estimate Model::reduce_scatter_leader() const {
 // rate replaces the generic copy and reduction terms. Between nodes a staged
 // call is agreed too (NodeComm::decline_between_nodes): one verdict.
 Estimate Model::staged() const {
-    const int P = L_ * N_;
+    const double P = static_cast<double>(L_) * N_;  // ranks: 65536 x 65536 overflows an int
     double in = S_, out = S_;
     if (coll_ == GPUCOLL_COLL_ALLGATHER) in = S_ / P;
     if (coll_ == GPUCOLL_COLL_REDUCE_SCATTER || coll_ == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK)
         out = S_ / P;
-    const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), P);
+    const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), static_cast<int64_t>(P));
     const double steps = log2_ceil(P) * (coll_ == GPUCOLL_COLL_ALLREDUCE ? 2 : 1);
     const LinkCost& measured = p_.host_algorithm[static_cast<size_t>(coll_)];
     double host = 0;
@@ -520,7 +527,7 @@ Estimate Model::staged() const {
     Estimate e;
     e.us = (N_ > 1 ? verdict() : 0) + cpu(p_.d2h.latency_us) + us(in, rate(p_.d2h)) + host +
            cpu(p_.h2d.latency_us) + us(out, rate(p_.h2d));
-    e.syncs = static_cast<int>(steps);
+    e.syncs = saturated(steps);
     e.recv = lb;
     return e;
 }
@@ -844,27 +851,33 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
     const auto [ptr, ec] = std::from_chars(text.data(), end, v);
     const bool number = !text.empty() && ec == std::errc() && ptr == end && std::isfinite(v);
     const bool whole = number && v == std::floor(v);
+    // Bounds far beyond any machine, so that every prediction stays a finite
+    // number of microseconds (bytes up to 2^48 over a million ranks).
+    constexpr double kMostUs = 1e9, kLeastGBps = 1e-6, kMostGBps = 1e6, kMostCount = 1e6;
+    constexpr double kMostBytes = 1125899906842624.0;  // 2^50
+    const double most_chunk = static_cast<double>(GPUCOLL_INTER_CHUNK_MAX_BYTES);
+    const bool rate = number && v >= kLeastGBps && v <= kMostGBps;
     bool ok = false;
     switch (f.kind) {
         case Kind::Latency:
-            ok = number && v >= 0;
-            *why = "a time in microseconds >= 0";
+            ok = number && v >= 0 && v <= kMostUs;
+            *why = "a time in microseconds in [0, 1e9]";
             break;
         case Kind::Rate:
-            ok = number && v > 0;
-            *why = "a bandwidth in GB/s > 0";
+            ok = rate;
+            *why = "a bandwidth in GB/s in [1e-6, 1e6]";
             break;
         case Kind::OptionalRate:
-            ok = number && v >= 0;
-            *why = "a bandwidth in GB/s >= 0 (0: none)";
+            ok = rate || (number && v == 0);
+            *why = "a bandwidth in GB/s in [1e-6, 1e6], or 0 (none)";
             break;
         case Kind::Count:
-            ok = whole && v >= 1 && v <= 1e6;
-            *why = "a whole number >= 1";
+            ok = whole && v >= 1 && v <= kMostCount;
+            *why = "a whole number in [1, 1000000]";
             break;
         case Kind::OptionalCount:
-            ok = whole && v >= 0 && v <= 1e6;
-            *why = "a whole number >= 0";
+            ok = whole && v >= 0 && v <= kMostCount;
+            *why = "a whole number in [0, 1000000]";
             break;
         case Kind::Flag:
             ok = whole && (v == 0 || v == 1);
@@ -875,13 +888,13 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
             *why = "0, 1 or 2";
             break;
         case Kind::Size:  // a chunk: the runtime bounds the one between nodes the same way
-            ok = whole && v >= 1 && v <= static_cast<double>(GPUCOLL_INTER_CHUNK_MAX_BYTES);
+            ok = whole && v >= 1 && v <= most_chunk;
             *why = "a whole number of bytes in [1, " +
                    std::to_string(GPUCOLL_INTER_CHUNK_MAX_BYTES) + "]";
             break;
         default:  // Limit
-            ok = whole && v >= 0;
-            *why = "a whole number of bytes >= 0";
+            ok = whole && v >= 0 && v <= kMostBytes;
+            *why = "a whole number of bytes in [0, 1125899906842624]";
     }
     if (!ok) return false;
     if (f.count != nullptr)
@@ -924,7 +937,7 @@ double all_peers_GBps(const ModelParams& params, int n) {
     return std::min(params.peer.bandwidth_GBps, share);
 }
 
-double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int n) {
+double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int64_t n) {
     if (!modelled(coll)) return -1;
     if (n < 2) return 0;
     const double S = static_cast<double>(bytes);
@@ -939,7 +952,7 @@ double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int n) {
     }
 }
 
-double busbw_factor(gpucoll_coll_t coll, int n) {
+double busbw_factor(gpucoll_coll_t coll, int64_t n) {
     if (n < 1) return 0;
     switch (coll) {
         case GPUCOLL_COLL_ALLREDUCE:
@@ -959,7 +972,7 @@ Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, 
         !in_table(coll, algo, shape.nodes == 1))
         return out;
     const Model model(params, coll, algo, static_cast<double>(bytes), shape);
-    const int ranks = shape.ranks_per_node * shape.nodes;
+    const int64_t ranks = int64_t{shape.ranks_per_node} * shape.nodes;
     const Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
                                                                  : estimate(model, coll, algo);
     out.applicable = true;
@@ -981,8 +994,13 @@ std::vector<Choice> rank_algorithms(gpucoll_coll_t coll, size_t bytes, Shape sha
         const Prediction p = predict(coll, algo, bytes, shape, params);
         if (p.applicable) out.push_back({algo, p});
     }
+    // NaN compares false with everything: sorted among the others it breaks
+    // the ordering (any order, the fastest lost). Finite first, by time.
     std::stable_sort(out.begin(), out.end(), [](const Choice& x, const Choice& y) {
-        return x.prediction.time_us < y.prediction.time_us;
+        const bool fx = std::isfinite(x.prediction.time_us);
+        const bool fy = std::isfinite(y.prediction.time_us);
+        if (fx != fy) return fx;
+        return fx && x.prediction.time_us < y.prediction.time_us;
     });
     return out;
 }

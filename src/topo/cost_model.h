@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -159,11 +160,11 @@ Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, 
 // The bytes each of n ranks must at least send and receive: allreduce
 // 2(n-1)/n x bytes, reduce_scatter(_block) and allgather (n-1)/n x bytes,
 // bcast and reduce bytes; 0 for n < 2; -1 for collectives not modelled.
-double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int n);
+double lower_bound_bytes(gpucoll_coll_t coll, size_t bytes, int64_t n);
 
 // nccl-tests' bus bandwidth factor: allreduce 2(n-1)/n, allgather and
 // reduce_scatter (n-1)/n, bcast and reduce 1.
-double busbw_factor(gpucoll_coll_t coll, int n);
+double busbw_factor(gpucoll_coll_t coll, int64_t n);
 
 // What one GPU gets reading all its n-1 peers at once while every GPU does
 // the same: its own link, or its share of its switch's uplink.
@@ -173,7 +174,9 @@ struct Choice {
     gpucoll_algorithm_t algo;
     Prediction prediction;
 };
-// The applicable algorithms (staged included), fastest first.
+// The applicable algorithms (staged included), fastest first; predictions
+// that are not finite (parameters not read through parse_params, or beyond
+// what a double holds) come last, in algorithm order.
 std::vector<Choice> rank_algorithms(gpucoll_coll_t coll, size_t bytes, Shape shape,
                                     const ModelParams& params);
 

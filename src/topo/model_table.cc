@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,8 @@ void ModelTable::build(const ModelParams& params, int size, size_t scratch_slot_
                 // rank_algorithms lists what the one-node table has (and
                 // staged); one-shot also needs the call to fit its slot.
                 const gpucoll_algorithm_t a = choice.algo;
+                // Not finite: sorted last, and no prediction (size thresholds).
+                if (!std::isfinite(choice.prediction.time_us)) break;
                 if (a == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes) continue;
                 pick = a;
                 break;

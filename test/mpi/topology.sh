@@ -17,7 +17,8 @@
 #     allreduce ring and small one_shot by the pcie preset, a forced
 #     algorithm winning, an unknown model said once per process;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
-#     usage error; --model tables, --params read back as a model;
+#     usage error; --model tables, --params read back as a model; finite
+#     predictions on 65536 x 65536 ranks; absurd parameters refused;
 #  7. the whole 8-GPU NVSwitch node, np 8, one emulated GPU per rank (device
 #     flags, as on the real node): every collective accelerated and right.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
@@ -61,6 +62,17 @@ grep -q '^     64M .* ring$' "$MPI_TMP/model.txt" || { cat "$MPI_TMP/model.txt";
 rc=0
 "$topo" --model nosuch 2>/dev/null || rc=$?
 [ "$rc" -eq 1 ] || fail "--model nosuch: exit $rc, expected 1"
+# 65536 x 65536 ranks overflowed an int: NaN printed as the fastest.
+"$topo" --model h100-nvswitch --nodes 65536 --ranks-per-node 65536 --coll all --sizes 8:1G \
+    >"$MPI_TMP/huge.txt" || fail "gpucoll_topo --model on 65536 x 65536 ranks"
+if tail -n +3 "$MPI_TMP/huge.txt" | grep -qi 'nan\|inf'; then cat "$MPI_TMP/huge.txt"; fail "65536 x 65536: not finite"; fi
+# Absurd parameters are refused, naming the key and the range.
+printf 'peer.latency_us = 1e308\n' >"$MPI_TMP/absurd.params"
+rc=0
+"$topo" --model "$MPI_TMP/absurd.params" 2>"$MPI_TMP/absurd.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "--model with a latency of 1e308: exit $rc, expected 1"
+grep -q "'peer.latency_us' wants a time in microseconds in \[0, 1e9\], got '1e308'" "$MPI_TMP/absurd.err" ||
+    { cat "$MPI_TMP/absurd.err"; fail "--model with a latency of 1e308: no message naming the key"; }
 
 [ "$TEST_DEVICE" = emu ] || skip "parts 1-4 play fixture GPUs on the emu backend"
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -404,6 +405,52 @@ TEST(Predict, HugeInterChunkIsBounded) {
     }
 }
 
+// --nodes 65536 --ranks-per-node 65536 overflowed an int (the job's rank
+// count) and gpucoll_topo printed NaN as the fastest: the products are
+// wide, every prediction finite.
+TEST(Predict, HugeShapesStayFinite) {
+    const ModelParams p = params("h100-nvswitch");
+    for (const Shape shape : {Shape{65536, 65536}, Shape{65536, 1}, Shape{1, 65536}})
+        for (gpucoll_coll_t coll : kColls)
+            for (size_t bytes : {size_t{8}, size_t{1} << 30}) {
+                const std::vector<Choice> ranked = rank_algorithms(coll, bytes, shape, p);
+                ASSERT_FALSE(ranked.empty());
+                for (const Choice& c : ranked) {
+                    const Prediction& pr = c.prediction;
+                    EXPECT_TRUE(std::isfinite(pr.time_us) && pr.time_us > 0)
+                        << "coll " << coll << " algorithm " << c.algo << " " << shape.ranks_per_node
+                        << "x" << shape.nodes << " " << bytes << ": " << pr.time_us;
+                    EXPECT_TRUE(std::isfinite(pr.busbw_GBps) && pr.busbw_GBps >= 0);
+                    EXPECT_GE(pr.syncs, 0);
+                }
+            }
+    EXPECT_EQ(busbw_factor(GPUCOLL_COLL_ALLREDUCE, int64_t{65536} * 65536),
+              2.0 * (4294967296.0 - 1) / 4294967296.0);
+    EXPECT_EQ(lower_bound_bytes(GPUCOLL_COLL_ALLGATHER, 1024, int64_t{1} << 32),
+              1024.0 * (4294967296.0 - 1) / 4294967296.0);
+}
+
+// Parameters that reach the model without the parser (a NaN, an infinity)
+// give predictions that compare false with everything: they used to sort
+// anywhere (staged, first in algorithm order, stayed "fastest"). They come
+// last now (the selection table: test_topo).
+TEST(Predict, NonFiniteRankedLast) {
+    ModelParams p = params("h100-nvswitch");
+    p.host_copy.latency_us = std::nan("");  // staged between nodes
+    for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+        const std::vector<Choice> ranked =
+            rank_algorithms(GPUCOLL_COLL_ALLREDUCE, bytes, Shape{8, 2}, p);
+        ASSERT_GE(ranked.size(), 3u);
+        EXPECT_EQ(ranked.back().algo, GPUCOLL_ALGO_STAGED);
+        EXPECT_TRUE(std::isfinite(ranked.front().prediction.time_us));
+        for (size_t i = 0; i + 2 < ranked.size(); ++i)
+            EXPECT_LE(ranked[i].prediction.time_us, ranked[i + 1].prediction.time_us);
+    }
+    p.host_copy.latency_us = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_BCAST, 8, Shape{8, 2}, p).back().algo,
+              GPUCOLL_ALGO_STAGED);
+}
+
 TEST(EmuTerms, OffInTheGpuPresets) {
     for (const char* name : {"h100-nvswitch", "pcie4-workstation", "emu"}) {
         const ModelParams p = params(name);
@@ -632,25 +679,42 @@ TEST(Params, ErrorsNameTheLine) {
         {"sync_us = 1\nsync = 2\n", "f:2: unknown key 'sync'"},
         {"# ok\nsync_us 2\n", "f:2: expected 'key = value', got 'sync_us 2'"},
         {"= 2\n", "f:1: expected 'key = value', got '= 2'"},
-        {"sync_us = fast\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got 'fast'"},
-        {"sync_us = -1\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got '-1'"},
-        {"sync_us = 2 us\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got '2 us'"},
+        {"sync_us = fast\n", "f:1: 'sync_us' wants a time in microseconds in [0, 1e9], got 'fast'"},
+        {"sync_us = -1\n", "f:1: 'sync_us' wants a time in microseconds in [0, 1e9], got '-1'"},
+        {"sync_us = 2 us\n", "f:1: 'sync_us' wants a time in microseconds in [0, 1e9], got '2 us'"},
         {"nic.bandwidth_GBps = 0\n",
-         "f:1: 'nic.bandwidth_GBps' wants a bandwidth in GB/s > 0, got '0'"},
-        {"gpus_per_switch = 2.5\n", "f:1: 'gpus_per_switch' wants a whole number >= 1, got '2.5'"},
-        {"nics_per_node = 0\n", "f:1: 'nics_per_node' wants a whole number >= 1, got '0'"},
+         "f:1: 'nic.bandwidth_GBps' wants a bandwidth in GB/s in [1e-6, 1e6], got '0'"},
+        {"gpus_per_switch = 2.5\n",
+         "f:1: 'gpus_per_switch' wants a whole number in [1, 1000000], got '2.5'"},
+        {"nics_per_node = 0\n",
+         "f:1: 'nics_per_node' wants a whole number in [1, 1000000], got '0'"},
         {"inter_via_host = yes\n", "f:1: 'inter_via_host' wants 0 or 1, got 'yes'"},
         {"chunk_bytes = 0\n",
          "f:1: 'chunk_bytes' wants a whole number of bytes in [1, 67108864], got '0'"},
         {"inter_direct_max_bytes = -5\n",
-         "f:1: 'inter_direct_max_bytes' wants a whole number of bytes >= 0, got '-5'"},
+         "f:1: 'inter_direct_max_bytes' wants a whole number of bytes in [0, 1125899906842624], "
+         "got '-5'"},
         {"sync_us = 1\n\nsync_us = 2\n", "f:3: 'sync_us' set twice (first on line 1)"},
-        {"sync_us = inf\n", "f:1: 'sync_us' wants a time in microseconds >= 0, got 'inf'"},
-        {"shared_cores = -1\n", "f:1: 'shared_cores' wants a whole number >= 0, got '-1'"},
+        {"sync_us = inf\n", "f:1: 'sync_us' wants a time in microseconds in [0, 1e9], got 'inf'"},
+        {"shared_cores = -1\n",
+         "f:1: 'shared_cores' wants a whole number in [0, 1000000], got '-1'"},
         {"device_copy.cached_GBps = -2\n",
-         "f:1: 'device_copy.cached_GBps' wants a bandwidth in GB/s >= 0 (0: none), got '-2'"},
+         "f:1: 'device_copy.cached_GBps' wants a bandwidth in GB/s in [1e-6, 1e6], or 0 (none), "
+         "got '-2'"},
         {"host.bcast.bandwidth_GBps = x\n",
-         "f:1: 'host.bcast.bandwidth_GBps' wants a bandwidth in GB/s >= 0 (0: none), got 'x'"},
+         "f:1: 'host.bcast.bandwidth_GBps' wants a bandwidth in GB/s in [1e-6, 1e6], or 0 "
+         "(none), got 'x'"},
+        // Finite but absurd: predictions of 1e308 us turned into NaN and inf.
+        {"peer.latency_us = 1e308\n",
+         "f:1: 'peer.latency_us' wants a time in microseconds in [0, 1e9], got '1e308'"},
+        {"nic.bandwidth_GBps = 1e-300\n",
+         "f:1: 'nic.bandwidth_GBps' wants a bandwidth in GB/s in [1e-6, 1e6], got '1e-300'"},
+        {"cache_bytes = 1e300\n",
+         "f:1: 'cache_bytes' wants a whole number of bytes in [0, 1125899906842624], got "
+         "'1e300'"},
+        {"shared_write_GBps = 1e7\n",
+         "f:1: 'shared_write_GBps' wants a bandwidth in GB/s in [1e-6, 1e6], or 0 (none), got "
+         "'1e7'"},
         {"peer_local_memory = 2\n", "f:1: 'peer_local_memory' wants 0 or 1, got '2'"},
         {"inter_bcast = 3\n", "f:1: 'inter_bcast' wants 0, 1 or 2, got '3'"},
     };

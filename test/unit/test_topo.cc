@@ -4,6 +4,7 @@
 // use them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -411,6 +412,25 @@ TEST(TopoModelTable, PicksPerPresetAndRespectsOneShotsScratch) {
     EXPECT_EQ(n.lookup(GPUCOLL_COLL_ALLREDUCE, 8), GPUCOLL_ALGO_ONE_SHOT);
     EXPECT_NE(n.summary().find("allreduce: one_shot to "), std::string::npos) << n.summary();
     EXPECT_NE(model_fingerprint(*pcie), model_fingerprint(*h100));
+}
+
+// Predictions that are not finite (parameters set without the parser) are
+// ranked last; the table takes none of them: where nothing is finite it
+// keeps the size thresholds (auto).
+TEST(TopoModelTable, NonFinitePredictionsAreNotPicked) {
+    ModelParams none;
+    ASSERT_TRUE(preset("pcie4-workstation", &none));
+    none.sync_us = none.d2h.latency_us = std::nan("");  // every algorithm, staged too
+    ModelTable t;
+    t.build(none, 4, 256 << 10);
+    for (int c = 0; c < GPUCOLL_COLL_REDUCE_LOCAL; ++c)
+        EXPECT_EQ(t.lookup(static_cast<gpucoll_coll_t>(c), 1 << 20), GPUCOLL_ALGO_AUTO) << c;
+    ModelParams half;
+    ASSERT_TRUE(preset("pcie4-workstation", &half));
+    half.d2h.latency_us = std::nan("");  // staged only
+    t.build(half, 4, 256 << 10);
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 8), GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_NE(t.lookup(GPUCOLL_COLL_ALLGATHER, 8), GPUCOLL_ALGO_STAGED);
 }
 
 TEST(TopoModelTable, UnknownModelIsAnError) {

@@ -301,10 +301,11 @@ static const gpucoll_param_t gpucoll_params[] = {
     {"cost_model",
      "Pick the algorithm of each call on one node with the cost model (docs/cost-model.md) "
      "instead of size thresholds: a preset (h100-nvswitch, pcie4-workstation, emu) or a params "
-     "file written by contrib/calibrate.py on this machine. The model's table is computed once "
+     "file written by contrib/calibrate.py on this machine (keys a file leaves out come from the "
+     "backend's preset: emu on emu, h100-nvswitch on cuda). The model's table is computed once "
      "per communicator (coll_gpucoll_verbose 1 prints it); coll_gpucoll_<coll>_algorithm still "
      "wins. Empty (default): size thresholds and the topology's family. "
-     "gpucoll_topo --model SPEC prints what a model predicts.",
+     "gpucoll_topo --model SPEC --backend emu|cuda prints what a model predicts and this table.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.cost_model},
     {"wait_warning",

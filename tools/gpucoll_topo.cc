@@ -22,8 +22,8 @@ const char kHelp[] =
     "\n"
     "SYNOPSIS\n"
     "    gpucoll_topo [--xml FILE [--nvlinks FILE]] [--ranks N | --gpus LIST] [--json]\n"
-    "    gpucoll_topo --model PRESET|FILE [--nodes N] [--ranks-per-node M] [--coll C]\n"
-    "                 [--sizes MIN:MAX] [--params]\n"
+    "    gpucoll_topo --model PRESET|FILE [--backend emu|cuda] [--nodes N]\n"
+    "                 [--ranks-per-node M] [--coll C] [--sizes MIN:MAX] [--params]\n"
     "\n"
     "DESCRIPTION\n"
     "    Discovers this machine with hwloc (PCI tree, packages, NUMA nodes, CPU sets,\n"
@@ -56,7 +56,11 @@ const char kHelp[] =
     "    --model PRESET|FILE  Link costs: a preset (h100-nvswitch: 8 x H100 SXM per\n"
     "                    node on NVSwitch, one 400 Gb/s NIC per GPU; pcie4-workstation;\n"
     "                    emu) or a params file ('key = value' lines; --params prints\n"
-    "                    one to start from).\n"
+    "                    one to start from), read as coll_gpucoll_cost_model reads it:\n"
+    "                    the keys a file leaves out come from the backend's preset.\n"
+    "    --backend B     The device backend the component would run on: emu (a file\n"
+    "                    refines the emu preset) or cuda (h100-nvswitch). Default: emu\n"
+    "                    for --model emu, else cuda.\n"
     "    --nodes N       Nodes (default 1).\n"
     "    --ranks-per-node M  Ranks (GPUs) per node (default 8).\n"
     "    --coll C        allreduce (default), bcast, allgather, reduce_scatter,\n"
@@ -180,7 +184,7 @@ int main(int argc, char** argv) {
     bool json = false;
     long ranks = 0;
     std::vector<int> gpus;
-    std::string model;
+    std::string model, backend;
     long nodes = 1, per_node = 8;
     std::string coll_name = "allreduce";
     size_t lo = 8, hi = size_t{1} << 30;
@@ -215,6 +219,11 @@ int main(int argc, char** argv) {
             const char* v = value();
             if (v == nullptr) return usage("--model needs a preset or a params file");
             model = v;
+        } else if (!std::strcmp(a, "--backend")) {
+            const char* v = value();
+            if (v == nullptr || (std::strcmp(v, "emu") != 0 && std::strcmp(v, "cuda") != 0))
+                return usage("--backend needs emu or cuda");
+            backend = v;
         } else if (!std::strcmp(a, "--nodes") || !std::strcmp(a, "--ranks-per-node")) {
             const char* v = value();
             char* end = nullptr;
@@ -236,18 +245,15 @@ int main(int argc, char** argv) {
             return usage((std::string("unknown option ") + a).c_str());
         }
     }
+    if (!backend.empty() && model.empty()) return usage("--backend goes with --model");
     if (!model.empty()) {
+        if (backend.empty()) backend = model == "emu" ? "emu" : "cuda";
         gpucoll::topo::ModelParams p;
         std::string error;
-        if (!gpucoll::topo::preset(model, &p)) {
-            gpucoll::topo::preset("h100-nvswitch", &p);  // a file refines a preset
-            if (!gpucoll::topo::load_params(model, &p, &error)) {
-                std::fprintf(stderr, "gpucoll_topo: --model %s: not a preset (", model.c_str());
-                for (const std::string& n : gpucoll::topo::preset_names())
-                    std::fprintf(stderr, " %s", n.c_str());
-                std::fprintf(stderr, " ) and not a params file: %s\n", error.c_str());
-                return 1;
-            }
+        // The component's reading of coll_gpucoll_cost_model, on that backend.
+        if (!gpucoll::topo::resolve_model(model, backend, &p, &error)) {
+            std::fprintf(stderr, "gpucoll_topo: --model: %s\n", error.c_str());
+            return 1;
         }
         if (print_params) {
             std::fputs(gpucoll::topo::format_params(p).c_str(), stdout);
@@ -259,7 +265,9 @@ int main(int argc, char** argv) {
                 coll_name == gpucoll_coll_name(static_cast<gpucoll_coll_t>(c)))
                 colls.push_back(static_cast<gpucoll_coll_t>(c));
         if (colls.empty()) return usage(("unknown collective " + coll_name).c_str());
-        std::printf("Model: %s\nSource: %s\n", p.name.c_str(), p.source.c_str());
+        std::printf("Model: %s\nSource: %s\nBackend: %s (a params file's missing keys: %s)\n",
+                    p.name.c_str(), p.source.c_str(), backend.c_str(),
+                    gpucoll::topo::base_preset(backend).c_str());
         const gpucoll::topo::Shape shape{static_cast<int>(per_node), static_cast<int>(nodes)};
         for (gpucoll_coll_t c : colls) print_model(p, shape, c, lo, hi);
         if (nodes == 1) {  // what coll_gpucoll_cost_model makes the selection pick

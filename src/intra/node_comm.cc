@@ -210,7 +210,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     const topo::ModelParams* model = nullptr;
     if (config.cost_model != nullptr && *config.cost_model != '\0') {
         std::string model_error;
-        model = topo::load_model(config.cost_model, &model_error);
+        model = topo::load_model(config.cost_model, comm->device_->name(), &model_error);
         static std::atomic<bool> model_error_said{false};  // once per process
         if (model == nullptr && !model_error_said.exchange(true))
             comm->log(0, "coll_gpucoll_cost_model: %s; size thresholds instead",

@@ -11,27 +11,39 @@
 
 namespace gpucoll::topo {
 
-const ModelParams* load_model(const std::string& spec, std::string* error) {
+std::string base_preset(const std::string& backend) {
+    return backend == "emu" ? "emu" : "h100-nvswitch";
+}
+
+bool resolve_model(const std::string& spec, const std::string& backend, ModelParams* out,
+                   std::string* error) {
+    if (preset(spec, out)) return true;
+    ModelParams p;
+    preset(base_preset(backend), &p);
+    std::string why;
+    if (!load_params(spec, &p, &why)) {
+        std::string names;
+        for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+        *error =
+            "'" + spec + "' is neither a preset (" + names + ") nor a readable params file: " + why;
+        return false;
+    }
+    *out = std::move(p);
+    return true;
+}
+
+const ModelParams* load_model(const std::string& spec, const std::string& backend,
+                              std::string* error) {
     // Entries are never removed: the pointers stay valid for the process.
     static std::mutex lock;
-    static std::map<std::string, std::pair<std::unique_ptr<ModelParams>, std::string>> known;
+    static std::map<std::pair<std::string, std::string>,
+                    std::pair<std::unique_ptr<ModelParams>, std::string>>
+        known;
     std::lock_guard<std::mutex> guard(lock);
-    auto& entry = known[spec];
+    auto& entry = known[{spec, backend}];
     if (entry.first == nullptr && entry.second.empty()) {
         auto p = std::make_unique<ModelParams>();
-        std::string why;
-        if (preset(spec, p.get())) {
-            entry.first = std::move(p);
-        } else {
-            // A file refines the preset closest to what gpucoll runs on:
-            // calibrations name every key they measured.
-            preset("emu", p.get());
-            if (load_params(spec, p.get(), &why))
-                entry.first = std::move(p);
-            else
-                entry.second = "'" + spec + "' is neither a preset (h100-nvswitch, " +
-                               "pcie4-workstation, emu) nor a readable params file: " + why;
-        }
+        if (resolve_model(spec, backend, p.get(), &entry.second)) entry.first = std::move(p);
     }
     *error = entry.second;
     return entry.first.get();

@@ -15,10 +15,22 @@
 
 namespace gpucoll::topo {
 
+// The preset whose values a params file's missing keys take on a device
+// backend: "emu" on emu, "h100-nvswitch" on cuda (and any other).
+std::string base_preset(const std::string& backend);
+
 // Link costs named by spec: a preset ("h100-nvswitch", "pcie4-workstation",
-// "emu") or a params file (what contrib/calibrate.py writes), loaded once per
-// process. Null with *error set when spec names neither.
-const ModelParams* load_model(const std::string& spec, std::string* error);
+// "emu"), else a params file (what contrib/calibrate.py writes, naming every
+// key) refining base_preset(backend). The one reading of a spec, for the
+// node communicator (coll_gpucoll_cost_model) and gpucoll_topo --model.
+// False with *error set when spec names neither.
+bool resolve_model(const std::string& spec, const std::string& backend, ModelParams* out,
+                   std::string* error);
+
+// resolve_model once per process for each spec and backend. Null with
+// *error set when spec names neither a preset nor a params file.
+const ModelParams* load_model(const std::string& spec, const std::string& backend,
+                              std::string* error);
 
 // Equal on every process that loaded the same parameters.
 uint64_t model_fingerprint(const ModelParams& params);

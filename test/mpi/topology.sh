@@ -62,6 +62,16 @@ grep -q '^     64M .* ring$' "$MPI_TMP/model.txt" || { cat "$MPI_TMP/model.txt";
 rc=0
 "$topo" --model nosuch 2>/dev/null || rc=$?
 [ "$rc" -eq 1 ] || fail "--model nosuch: exit $rc, expected 1"
+# A partial params file is read as the component reads it: its missing keys
+# from the backend's preset (the tool used h100-nvswitch, the component emu).
+printf '# partial\nsync_us = 9\n' >"$MPI_TMP/partial.params"
+for run in emu:emu cuda:h100-nvswitch; do
+    "$topo" --model "${run#*:}" --params | sed 's/^sync_us = .*/sync_us = 9/' >"$MPI_TMP/want.params"
+    "$topo" --model "$MPI_TMP/partial.params" --backend "${run%:*}" --params >"$MPI_TMP/got.params" ||
+        fail "--model FILE --backend ${run%:*}"
+    cmp -s "$MPI_TMP/want.params" "$MPI_TMP/got.params" ||
+        { diff "$MPI_TMP/want.params" "$MPI_TMP/got.params"; fail "a partial file on ${run%:*} does not refine ${run#*:}"; }
+done
 # 65536 x 65536 ranks overflowed an int: NaN printed as the fastest.
 "$topo" --model h100-nvswitch --nodes 65536 --ranks-per-node 65536 --coll all --sizes 8:1G \
     >"$MPI_TMP/huge.txt" || fail "gpucoll_topo --model on 65536 x 65536 ranks"

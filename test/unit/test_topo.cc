@@ -384,11 +384,11 @@ TEST(TopoNodeLayout, FingerprintIsWhatTheLayoutUses) {
 
 TEST(TopoModelTable, PicksPerPresetAndRespectsOneShotsScratch) {
     std::string error;
-    const ModelParams* pcie = load_model("pcie4-workstation", &error);
-    const ModelParams* h100 = load_model("h100-nvswitch", &error);
+    const ModelParams* pcie = load_model("pcie4-workstation", "cuda", &error);
+    const ModelParams* h100 = load_model("h100-nvswitch", "cuda", &error);
     ASSERT_NE(pcie, nullptr) << error;
     ASSERT_NE(h100, nullptr) << error;
-    EXPECT_EQ(load_model("h100-nvswitch", &error), h100);  // once per process
+    EXPECT_EQ(load_model("h100-nvswitch", "cuda", &error), h100);  // once per process
     ModelTable t;
     EXPECT_TRUE(t.empty());
     EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 1 << 20), GPUCOLL_ALGO_AUTO);
@@ -435,13 +435,45 @@ TEST(TopoModelTable, NonFinitePredictionsAreNotPicked) {
 
 TEST(TopoModelTable, UnknownModelIsAnError) {
     std::string error;
-    EXPECT_EQ(load_model("no-such-model", &error), nullptr);
+    EXPECT_EQ(load_model("no-such-model", "emu", &error), nullptr);
     EXPECT_NE(error.find("neither a preset"), std::string::npos) << error;
+}
+
+// One reading of coll_gpucoll_cost_model for the component and for
+// gpucoll_topo --model: a partial params file refines the backend's preset
+// (the tool used to fill it from h100-nvswitch, the component from emu).
+TEST(TopoModelTable, AParamsFileRefinesTheBackendsPreset) {
+    const std::string file = write_temp("# partial\nsync_us = 9\npeer.bandwidth_GBps = 3\n");
+    for (const char* backend : {"emu", "cuda"}) {
+        EXPECT_EQ(base_preset(backend), std::string(backend) == "emu" ? "emu" : "h100-nvswitch");
+        ModelParams want;
+        ASSERT_TRUE(preset(base_preset(backend), &want));
+        want.sync_us = 9;
+        want.peer.bandwidth_GBps = 3;
+        ModelParams got;
+        std::string error;
+        ASSERT_TRUE(resolve_model(file, backend, &got, &error)) << error;
+        EXPECT_EQ(format_params(got), format_params(want)) << backend;
+        const ModelParams* loaded = load_model(file, backend, &error);
+        ASSERT_NE(loaded, nullptr) << error;
+        EXPECT_EQ(model_fingerprint(*loaded), model_fingerprint(want)) << backend;
+        // A preset is itself on every backend.
+        ASSERT_TRUE(resolve_model("pcie4-workstation", backend, &got, &error));
+        EXPECT_EQ(got.name, "pcie4-workstation");
+    }
+    std::string error;
+    EXPECT_NE(load_model(file, "emu", &error), load_model(file, "cuda", &error));
+    ModelParams untouched;
+    EXPECT_FALSE(resolve_model("/nonexistent.params", "emu", &untouched, &error));
+    EXPECT_NE(error.find("neither a preset (h100-nvswitch, pcie4-workstation, emu)"),
+              std::string::npos)
+        << error;
+    std::remove(file.c_str());
 }
 
 TEST(TopoModelTable, SelectionAsksTheTableUnlessForced) {
     std::string error;
-    const ModelParams* pcie = load_model("pcie4-workstation", &error);
+    const ModelParams* pcie = load_model("pcie4-workstation", "cuda", &error);
     ASSERT_NE(pcie, nullptr);
     ModelTable t;
     t.build(*pcie, 4, 16 << 10);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "intra/one_shot_slot.h"
 #include "topo/cost_model.h"
 #include "topo/model_table.h"
 #include "topo/report.h"
@@ -22,8 +23,9 @@ const char kHelp[] =
     "\n"
     "SYNOPSIS\n"
     "    gpucoll_topo [--xml FILE [--nvlinks FILE]] [--ranks N | --gpus LIST] [--json]\n"
-    "    gpucoll_topo --model PRESET|FILE [--backend emu|cuda] [--nodes N]\n"
-    "                 [--ranks-per-node M] [--coll C] [--sizes MIN:MAX] [--params]\n"
+    "    gpucoll_topo --model PRESET|FILE [--backend emu|cuda] [--one-shot-max BYTES]\n"
+    "                 [--nodes N] [--ranks-per-node M] [--coll C] [--sizes MIN:MAX]\n"
+    "                 [--params]\n"
     "\n"
     "DESCRIPTION\n"
     "    Discovers this machine with hwloc (PCI tree, packages, NUMA nodes, CPU sets,\n"
@@ -61,6 +63,9 @@ const char kHelp[] =
     "    --backend B     The device backend the component would run on: emu (a file\n"
     "                    refines the emu preset) or cuda (h100-nvswitch). Default: emu\n"
     "                    for --model emu, else cuda.\n"
+    "    --one-shot-max BYTES  coll_gpucoll_allreduce_one_shot_max: one-shot's limit and\n"
+    "                    scratch slot in the selection table (default 0: the backend's,\n"
+    "                    emu 16K, cuda 256K; suffixes K M G).\n"
     "    --nodes N       Nodes (default 1).\n"
     "    --ranks-per-node M  Ranks (GPUs) per node (default 8).\n"
     "    --coll C        allreduce (default), bcast, allgather, reduce_scatter,\n"
@@ -122,6 +127,7 @@ bool parse_size(const char* s, const char** end, size_t* out) {
     if (*e == 'M' || *e == 'm') mult = size_t{1} << 20;
     if (*e == 'G' || *e == 'g') mult = size_t{1} << 30;
     if (mult != 1) ++e;
+    if (*s == '-' || v > (size_t{1} << 40) / mult) return false;  // no wrap-around
     *out = static_cast<size_t>(v) * mult;
     *end = e;
     return v > 0;
@@ -185,6 +191,7 @@ int main(int argc, char** argv) {
     long ranks = 0;
     std::vector<int> gpus;
     std::string model, backend;
+    size_t one_shot_max = 0;
     long nodes = 1, per_node = 8;
     std::string coll_name = "allreduce";
     size_t lo = 8, hi = size_t{1} << 30;
@@ -224,6 +231,12 @@ int main(int argc, char** argv) {
             if (v == nullptr || (std::strcmp(v, "emu") != 0 && std::strcmp(v, "cuda") != 0))
                 return usage("--backend needs emu or cuda");
             backend = v;
+        } else if (!std::strcmp(a, "--one-shot-max")) {
+            const char* v = value();
+            const char* end = nullptr;
+            if (v == nullptr ||
+                (std::strcmp(v, "0") != 0 && (!parse_size(v, &end, &one_shot_max) || *end != '\0')))
+                return usage("--one-shot-max needs bytes (suffixes K M G), at most 1T");
         } else if (!std::strcmp(a, "--nodes") || !std::strcmp(a, "--ranks-per-node")) {
             const char* v = value();
             char* end = nullptr;
@@ -245,7 +258,8 @@ int main(int argc, char** argv) {
             return usage((std::string("unknown option ") + a).c_str());
         }
     }
-    if (!backend.empty() && model.empty()) return usage("--backend goes with --model");
+    if ((!backend.empty() || one_shot_max != 0) && model.empty())
+        return usage("--backend and --one-shot-max go with --model");
     if (!model.empty()) {
         if (backend.empty()) backend = model == "emu" ? "emu" : "cuda";
         gpucoll::topo::ModelParams p;
@@ -271,13 +285,16 @@ int main(int argc, char** argv) {
         const gpucoll::topo::Shape shape{static_cast<int>(per_node), static_cast<int>(nodes)};
         for (gpucoll_coll_t c : colls) print_model(p, shape, c, lo, hi);
         if (nodes == 1) {  // what coll_gpucoll_cost_model makes the selection pick
+            // The slot the node communicator would have on that backend.
+            const size_t slot = gpucoll::intra::one_shot_slot_bytes(
+                gpucoll::intra::one_shot_max_bytes(backend, one_shot_max));
             gpucoll::topo::ModelTable table;
-            const size_t slot = size_t{256} << 10;  // cuda's default one-shot scratch slot
             table.build(p, shape.ranks_per_node, slot);
             std::printf(
-                "\nSelection with coll_gpucoll_cost_model (%d ranks, one-shot up to "
-                "256K):\n  %s\n",
-                shape.ranks_per_node, table.summary().c_str());
+                "\nSelection with coll_gpucoll_cost_model on %s (%d ranks, one-shot up to its "
+                "%s scratch slot):\n  %s\n",
+                backend.c_str(), shape.ranks_per_node, human(slot).c_str(),
+                table.summary().c_str());
         }
         return 0;
     }

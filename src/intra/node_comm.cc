@@ -20,6 +20,7 @@
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
 #include "intra/node_layout.h"
+#include "intra/one_shot_slot.h"
 #include "intra/progress_agent.h"
 #include "topo/model_table.h"
 #include "topo/report.h"
@@ -250,13 +251,8 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     comm->sources_.assign(all.size(), nullptr);
     comm->inputs_.assign(all.size(), nullptr);
 
-    // One-shot wins while its extra n x S of reads costs less than two-shot's
-    // two extra rounds. emu: crossover measured at 16-32 KiB with 3-4 ranks on
-    // the 2-core VM (docs/performance.md). cuda: 256 KiB, an assumption until
-    // measured on a GPU node.
-    if (comm->config_.one_shot_max_bytes == 0)
-        comm->config_.one_shot_max_bytes =
-            std::strcmp(comm->device_->name(), "emu") == 0 ? size_t{16} << 10 : size_t{256} << 10;
+    comm->config_.one_shot_max_bytes =
+        one_shot_max_bytes(comm->device_->name(), comm->config_.one_shot_max_bytes);
     Status s = comm->setup(bs, comm->config_);
     if (s == GPUCOLL_DECLINED) return kSuccess;  // setup failed somewhere: logged
     GPUCOLL_TRY(s);
@@ -345,8 +341,8 @@ Status NodeComm::setup_segment(const gpucoll_bootstrap_t& bs) {
 }
 
 Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
-    // Two one-shot slots per rank, rounded to 256 bytes so slots stay aligned.
-    scratch_slot_bytes_ = (config_.one_shot_max_bytes + 255) / 256 * 256;
+    // Two one-shot slots per rank.
+    scratch_slot_bytes_ = one_shot_slot_bytes(config_.one_shot_max_bytes);
     struct Exported {
         BufferDesc desc;
         int32_t ok;

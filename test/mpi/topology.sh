@@ -15,7 +15,8 @@
 #     and right;
 #  6. coll_gpucoll_cost_model: the model's table on every rank, large
 #     allreduce ring and small one_shot by the pcie preset, a forced
-#     algorithm winning, an unknown model said once per process;
+#     algorithm winning, an unknown model said once per process; a partial
+#     params file's table on emu, that gpucoll_topo prints the same;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
 #     usage error; --model tables, --params read back as a model; finite
 #     predictions on 65536 x 65536 ranks; absurd parameters refused;
@@ -161,6 +162,26 @@ run_np 3 --mca coll_gpucoll_cost_model no-such-model "$MPI_TESTDIR/test_collecti
     --expect accelerated
 n=$(grep -c "coll_gpucoll_cost_model: 'no-such-model' is neither a preset" "$MPI_OUT" || true)
 [ "$n" -eq 3 ] || { cat "$MPI_OUT"; fail "expected one message per process about the model (got $n)"; }
+
+# The tool's selection table is the component's (it assumed cuda's 256 KiB
+# one-shot slot, and filled a partial file from another preset): a partial
+# file on emu, with emu's slot and with coll_gpucoll_allreduce_one_shot_max.
+printf '# one-shot wins to 64K\nsync_us = 20\nd2h.latency_us = 200\nh2d.latency_us = 200\n' \
+    >"$MPI_TMP/slow.params"
+for max in 0 64K; do
+    bytes=$max
+    [ "$max" = 64K ] && bytes=65536
+    # shellcheck disable=SC2086 # words
+    run_np 4 --mca coll_gpucoll_cost_model "$MPI_TMP/slow.params" --mca coll_gpucoll_verbose 1 \
+        --mca coll_gpucoll_allreduce_one_shot_max "$bytes" "$bench" allreduce -m 8:8 -i 2 -w 1 -c
+    mine=$(sed -n 's/.*cost model emu: //p' "$MPI_OUT" | sort -u)
+    "$topo" --model "$MPI_TMP/slow.params" --backend emu --one-shot-max "$max" --ranks-per-node 4 \
+        --sizes 8:8 >"$MPI_TMP/selection.txt" || fail "gpucoll_topo --one-shot-max $max"
+    tool=$(sed -n '/^Selection with/{n;s/^  //;p}' "$MPI_TMP/selection.txt")
+    [ -n "$mine" ] && [ "$(echo "$mine" | wc -l)" -eq 1 ] && [ "$mine" = "$tool" ] ||
+        { cat "$MPI_TMP/selection.txt"; fail "one-shot max $max: the component's table '$mine' is not the tool's '$tool'"; }
+done
+grep -q 'one_shot to 64K,' "$MPI_TMP/selection.txt" || fail "the table's one-shot is not bounded by its slot"
 
 echo "== 4. an unreadable topology file"
 run_np 3 --mca coll_gpucoll_topology_file /nonexistent/topo.xml "$MPI_TESTDIR/test_collectives" \

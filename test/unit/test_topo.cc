@@ -13,6 +13,7 @@
 
 #include "intra/algorithms.h"
 #include "intra/node_layout.h"
+#include "intra/one_shot_slot.h"
 #include "topo/cost_model.h"
 #include "topo/model_table.h"
 #include "topo/paths.h"
@@ -469,6 +470,29 @@ TEST(TopoModelTable, AParamsFileRefinesTheBackendsPreset) {
               std::string::npos)
         << error;
     std::remove(file.c_str());
+}
+
+// The one-shot limit and slot, decided in one place for the node
+// communicator and gpucoll_topo's table (which assumed cuda's 256 KiB).
+TEST(TopoModelTable, OneShotSlotPerBackend) {
+    using gpucoll::intra::one_shot_max_bytes;
+    using gpucoll::intra::one_shot_slot_bytes;
+    EXPECT_EQ(one_shot_max_bytes("emu", 0), size_t{16} << 10);
+    EXPECT_EQ(one_shot_max_bytes("cuda", 0), size_t{256} << 10);
+    EXPECT_EQ(one_shot_max_bytes("emu", 1000), 1000u);  // coll_gpucoll_allreduce_one_shot_max
+    EXPECT_EQ(one_shot_slot_bytes(1000), 1024u);
+    EXPECT_EQ(one_shot_slot_bytes(16 << 10), size_t{16} << 10);
+    // The slot bounds the table: emu's 16 KiB, not 256 KiB.
+    ModelParams slow;
+    ASSERT_TRUE(preset("emu", &slow));
+    slow.sync_us = 20;  // one-shot (one handshake) wins to 64K, staging loses
+    slow.d2h.latency_us = slow.h2d.latency_us = 200;
+    ModelTable t;
+    t.build(slow, 4, one_shot_slot_bytes(one_shot_max_bytes("emu", 0)));
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 16 << 10), GPUCOLL_ALGO_ONE_SHOT);
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 32 << 10), GPUCOLL_ALGO_TWO_SHOT);
+    t.build(slow, 4, one_shot_slot_bytes(one_shot_max_bytes("emu", 64 << 10)));
+    EXPECT_EQ(t.lookup(GPUCOLL_COLL_ALLREDUCE, 64 << 10), GPUCOLL_ALGO_ONE_SHOT);
 }
 
 TEST(TopoModelTable, SelectionAsksTheTableUnlessForced) {

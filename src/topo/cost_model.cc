@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
+#include "common/text_file.h"
 #include "inter/bcast_plan.h"
 
 namespace gpucoll::topo {
@@ -1060,14 +1060,19 @@ bool parse_params(const std::string& text, const std::string& origin, ModelParam
 }
 
 bool load_params(const std::string& path, ModelParams* params, std::string* error) {
-    std::ifstream in(path);
-    if (!in) {
-        *error = "cannot open " + path;
+    std::string text;
+    if (!read_text_file(path, &text, error)) return false;
+    // An empty file would mean "the preset" without a word: a wrong path or
+    // a truncated copy, more likely than a wish.
+    std::istringstream in(text);
+    std::string line;
+    bool sets = false;
+    while (!sets && std::getline(in, line)) sets = !trim(line).empty() && trim(line)[0] != '#';
+    if (!sets) {
+        *error = "'" + path + "' sets no parameter (empty?); to use a preset, name it";
         return false;
     }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_params(text.str(), path, params, error);
+    return parse_params(text, path, params, error);
 }
 
 std::string format_params(const ModelParams& params) {

@@ -6,8 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <sstream>
 
+#include "common/text_file.h"
 #include "config.h"
 #include "topo/topology.h"
 
@@ -250,21 +251,21 @@ Status discover(const Sources& sources, Machine* out) {
 // ---------------------------------------------------------------------------
 
 Status load_links_file(const std::string& path, Machine* m) {
-    FILE* f = std::fopen(path.c_str(), "r");
-    if (f == nullptr)
-        return set_error(GPUCOLL_ERR_INVALID_ARG, "cannot open the NVLink description '%s'",
-                         path.c_str());
-    std::unique_ptr<FILE, int (*)(FILE*)> closer(f, std::fclose);
+    std::string text, error;
+    if (!read_text_file(path, &text, &error))
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "NVLink description: %s", error.c_str());
     m->links.assign(m->gpus.size(), GpuLinks{});
-    char line[512];
-    int lineno = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr) {
+    std::istringstream in(text);
+    std::string line;
+    int lineno = 0, statements = 0;
+    while (std::getline(in, line)) {
         ++lineno;
-        if (char* hash = std::strchr(line, '#')) *hash = '\0';
+        if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
         char word[32], a[64], b[64];
         int count = 0;
         char extra[2];
-        const int got = std::sscanf(line, "%31s %63s %63s %d %1s", word, a, b, &count, extra);
+        const int got =
+            std::sscanf(line.c_str(), "%31s %63s %63s %d %1s", word, a, b, &count, extra);
         if (got <= 0) continue;  // blank
         auto bad = [&](const char* what) {
             return set_error(GPUCOLL_ERR_INVALID_ARG,
@@ -276,6 +277,7 @@ Status load_links_file(const std::string& path, Machine* m) {
         if (count <= 0 || count > 64) return bad("the link count must be 1..64");
         const int g = m->gpu_by_bus_id(a);
         if (g < 0) return bad("no GPU of the topology has this bus id");
+        ++statements;
         if (std::strcmp(b, "nvswitch") == 0) {
             m->links[g].to_switch = count;
             continue;
@@ -287,6 +289,13 @@ Status load_links_file(const std::string& path, Machine* m) {
         m->links[g].to_gpu[h] = std::max(m->links[g].to_gpu[h], count);
         m->links[h].to_gpu[g] = std::max(m->links[h].to_gpu[g], count);
     }
+    // An empty file is a mistake (a wrong path, a truncated copy), not a
+    // machine without NVLinks: that one is described by giving no file.
+    if (statements == 0)
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "NVLink description '%s' has no nvlink statement (empty?); for a "
+                         "machine without NVLinks give no NVLink description",
+                         path.c_str());
     m->links_source = "NVLink description file " + path;
     return kSuccess;
 }

@@ -19,7 +19,8 @@
 #     params file's table on emu, that gpucoll_topo prints the same;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
 #     usage error; --model tables, --params read back as a model; finite
-#     predictions on 65536 x 65536 ranks; absurd parameters refused;
+#     predictions on 65536 x 65536 ranks; absurd parameters, directories
+#     and empty files refused;
 #  7. the whole 8-GPU NVSwitch node, np 8, one emulated GPU per rank (device
 #     flags, as on the real node): every collective accelerated and right.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
@@ -72,6 +73,18 @@ for run in emu:emu cuda:h100-nvswitch; do
         fail "--model FILE --backend ${run%:*}"
     cmp -s "$MPI_TMP/want.params" "$MPI_TMP/got.params" ||
         { diff "$MPI_TMP/want.params" "$MPI_TMP/got.params"; fail "a partial file on ${run%:*} does not refine ${run#*:}"; }
+done
+# A directory or an empty file as the params or the NVLink file: an error,
+# not "the preset" or "no NVLinks".
+: >"$MPI_TMP/empty"
+for args in "--model $MPI_TMP" "--model $MPI_TMP/empty" \
+    "--xml $fixtures/two_socket.xml --nvlinks $MPI_TMP" \
+    "--xml $fixtures/two_socket.xml --nvlinks $MPI_TMP/empty"; do
+    rc=0
+    # shellcheck disable=SC2086 # words
+    "$topo" $args >/dev/null 2>"$MPI_TMP/err" || rc=$?
+    [ "$rc" -eq 1 ] && grep -q 'Is a directory\|sets no parameter\|no nvlink statement' "$MPI_TMP/err" ||
+        { cat "$MPI_TMP/err"; fail "gpucoll_topo $args: exit $rc, expected 1 with a message"; }
 done
 # 65536 x 65536 ranks overflowed an int: NaN printed as the fastest.
 "$topo" --model h100-nvswitch --nodes 65536 --ranks-per-node 65536 --coll all --sizes 8:1G \

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -751,7 +752,33 @@ TEST(Params, LoadsAFile) {
     EXPECT_EQ(p.gpus_per_switch, 2);
     std::remove(path);
     EXPECT_FALSE(load_params(path, &p, &error));
-    EXPECT_EQ(error, std::string("cannot open ") + path);
+    EXPECT_EQ(error, std::string("cannot open '") + path + "': No such file or directory");
+}
+
+// A directory opened fine and read as nothing, and nothing meant "the
+// preset": a wrong path passed silently. Both are errors now.
+TEST(Params, DirectoriesAndEmptyFilesAreRefused) {
+    ModelParams p = params("emu");
+    const std::string before = format_params(p);
+    std::string error;
+    char dir[] = "/tmp/gpucoll_cost_model_dir_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    EXPECT_FALSE(load_params(dir, &p, &error));
+    EXPECT_EQ(error, std::string("cannot read '") + dir + "': Is a directory");
+    rmdir(dir);
+    for (const char* text : {"", "# only a comment\n\n   \n"}) {
+        char path[] = "/tmp/gpucoll_cost_model_XXXXXX";
+        const int fd = mkstemp(path);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(write(fd, text, std::strlen(text)), static_cast<ssize_t>(std::strlen(text)));
+        close(fd);
+        EXPECT_FALSE(load_params(path, &p, &error)) << '"' << text << '"';
+        EXPECT_EQ(error, std::string("'") + path +
+                             "' sets no parameter (empty?); to use a preset, "
+                             "name it");
+        std::remove(path);
+    }
+    EXPECT_EQ(format_params(p), before);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // decisions built on it, and how a node communicator and the selection table
 // use them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -220,6 +221,39 @@ TEST(TopoLinksFile, ErrorsNameTheLine) {
     EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
     std::remove(bad.c_str());
     std::remove(unknown.c_str());
+}
+
+// A directory opened fine (ferror unchecked) and an empty file described no
+// NVLinks: both passed silently as a machine without NVLinks.
+TEST(TopoLinksFile, DirectoriesAndEmptyFilesAreRefused) {
+    Sources s;
+    s.xml_file = fixture("two_socket.xml");
+    Machine m;
+    char dir[] = "/tmp/gpucoll-topo-dir-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    s.links_file = dir;
+    EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(gpucoll::last_error())
+                  .find(std::string("cannot read '") + dir + "': Is a directory"),
+              std::string::npos)
+        << gpucoll::last_error();
+    rmdir(dir);
+    for (const char* text : {"", "# nothing but a comment\n\n"}) {
+        const std::string empty = write_temp(text);
+        s.links_file = empty;
+        EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG) << '"' << text << '"';
+        EXPECT_NE(std::string(gpucoll::last_error()).find("has no nvlink statement"),
+                  std::string::npos)
+            << gpucoll::last_error();
+        std::remove(empty.c_str());
+    }
+    // The cost model's params file the same way (coll_gpucoll_cost_model).
+    std::string error;
+    char dir2[] = "/tmp/gpucoll-topo-dir-XXXXXX";
+    ASSERT_NE(mkdtemp(dir2), nullptr);
+    EXPECT_EQ(load_model(dir2, "emu", &error), nullptr);
+    EXPECT_NE(error.find("Is a directory"), std::string::npos) << error;
+    rmdir(dir2);
 }
 
 TEST(TopoLinksFile, MissingXmlIsAnError) {

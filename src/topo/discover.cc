@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/text_file.h"
 #include "config.h"
@@ -219,12 +222,36 @@ static Status discover_hwloc(const Sources& sources, Machine* m) {
 
 #endif
 
+// GPUs are told apart by bus id (ranks vote theirs, CUDA_DEVICE_ORDER sorts
+// by it): two devices with one id would be one device to every question
+// (their path "X"). hwloc gives 0000:00:00.0 to every PCI device of an XML
+// file written without pci_busid attributes.
+static Status check_bus_ids_unique(const Machine& m) {
+    std::vector<std::pair<std::string, std::string>> ids;  // bus id, what
+    for (size_t g = 0; g < m.gpus.size(); ++g)
+        ids.emplace_back(m.gpus[g].bus_id,
+                         "GPU " + (m.gpus[g].name.empty() ? std::to_string(g) : m.gpus[g].name));
+    for (const Nic& n : m.nics) ids.emplace_back(n.bus_id, "NIC " + n.name);
+    std::stable_sort(ids.begin(), ids.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 1; i < ids.size(); ++i)
+        if (ids[i].first == ids[i - 1].first)
+            return set_error(GPUCOLL_ERR_INVALID_ARG,
+                             "%s: %s and %s have the same PCI bus id %s (an hwloc XML file "
+                             "written without pci_busid attributes?): gpucoll tells devices apart "
+                             "by their bus ids",
+                             m.source.c_str(), ids[i - 1].second.c_str(), ids[i].second.c_str(),
+                             ids[i].first.c_str());
+    return kSuccess;
+}
+
 Status discover(const Sources& sources, Machine* out) {
     Machine m;
     GPUCOLL_TRY(discover_hwloc(sources, &m));
     auto by_bus = [](const PciDevice& a, const PciDevice& b) { return a.bus_id < b.bus_id; };
     std::sort(m.gpus.begin(), m.gpus.end(), by_bus);
     std::sort(m.nics.begin(), m.nics.end(), by_bus);
+    GPUCOLL_TRY(check_bus_ids_unique(m));
     m.links.assign(m.gpus.size(), GpuLinks{});
     // A file given to us describes another machine: NVML would describe this
     // one. (HWLOC_XMLFILE is often this machine, exported to save time.)

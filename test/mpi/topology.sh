@@ -19,8 +19,8 @@
 #     params file's table on emu, that gpucoll_topo prints the same;
 #  5. gpucoll_topo on this machine and on every fixture, --json, --help, a
 #     usage error; --model tables, --params read back as a model; finite
-#     predictions on 65536 x 65536 ranks; absurd parameters, directories
-#     and empty files refused;
+#     predictions on 65536 x 65536 ranks; absurd parameters, directories,
+#     empty files and GPUs without bus ids refused;
 #  7. the whole 8-GPU NVSwitch node, np 8, one emulated GPU per rank (device
 #     flags, as on the real node): every collective accelerated and right.
 # Parts 1-4 need the emu backend (a GPU's real bus ids are not in the files).
@@ -86,6 +86,13 @@ for args in "--model $MPI_TMP" "--model $MPI_TMP/empty" \
     [ "$rc" -eq 1 ] && grep -q 'Is a directory\|sets no parameter\|no nvlink statement' "$MPI_TMP/err" ||
         { cat "$MPI_TMP/err"; fail "gpucoll_topo $args: exit $rc, expected 1 with a message"; }
 done
+# GPUs without PCI bus ids in an XML all became 0000:00:00.0 ("X" between
+# two GPUs): an error naming the duplicate.
+sed 's/ pci_busid="0000:0[34]:00.0"//' "$fixtures/pcie_4gpu.xml" >"$MPI_TMP/nobusid.xml"
+rc=0
+"$topo" --xml "$MPI_TMP/nobusid.xml" >/dev/null 2>"$MPI_TMP/err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q 'have the same PCI bus id 0000:00:00.0' "$MPI_TMP/err" ||
+    { cat "$MPI_TMP/err"; fail "GPUs without bus ids: exit $rc, expected 1 with a message"; }
 # 65536 x 65536 ranks overflowed an int: NaN printed as the fastest.
 "$topo" --model h100-nvswitch --nodes 65536 --ranks-per-node 65536 --coll all --sizes 8:1G \
     >"$MPI_TMP/huge.txt" || fail "gpucoll_topo --model on 65536 x 65536 ranks"

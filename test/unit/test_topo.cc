@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,30 @@ TEST(TopoLinksFile, DirectoriesAndEmptyFilesAreRefused) {
     EXPECT_EQ(load_model(dir2, "emu", &error), nullptr);
     EXPECT_NE(error.find("Is a directory"), std::string::npos) << error;
     rmdir(dir2);
+}
+
+// An XML written without PCI bus ids gave every GPU 0000:00:00.0: each
+// pair of GPUs was "X" (one device) and ranks' bus ids all named GPU 0.
+TEST(TopoFixture, DuplicateBusIdsAreAnError) {
+    std::ifstream in(fixture("pcie_4gpu.xml"));
+    std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* gpu : {"03", "04", "2c", "2d"}) {
+        const std::string attr = std::string(" pci_busid=\"0000:") + gpu + ":00.0\"";
+        const size_t at = xml.find(attr);
+        ASSERT_NE(at, std::string::npos) << attr;
+        xml.erase(at, attr.size());
+    }
+    const std::string file = write_temp(xml);
+    Sources s;
+    s.xml_file = file;
+    Machine m;
+    EXPECT_EQ(discover(s, &m), GPUCOLL_ERR_INVALID_ARG);
+    const std::string error = gpucoll::last_error();
+    EXPECT_NE(error.find("GPU cuda0 and GPU cuda1 have the same PCI bus id 0000:00:00.0"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find(file), std::string::npos) << error;
+    std::remove(file.c_str());
 }
 
 TEST(TopoLinksFile, MissingXmlIsAnError) {

@@ -292,11 +292,12 @@ static const gpucoll_param_t gpucoll_params[] = {
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.nvlink_file},
     {"rails",
-     "Between nodes, give each process's UCX context only the NIC nearest its GPU (set "
-     "UCX_NET_DEVICES from the topology: an RDMA device's first active port, else the network "
-     "interface), so that the local ranks drive one NIC each (rails). Applied where the job has "
-     "several processes on a machine, the topology is discovered (not a file) and "
-     "UCX_NET_DEVICES is not set; false: UCX chooses.",
+     "Between nodes, give each process's UCX context only the RDMA NIC (InfiniBand/RoCE) "
+     "nearest its GPU (set UCX_NET_DEVICES from the topology to its first active port), so "
+     "that the local ranks drive one NIC each (rails). Applied where the job has several "
+     "processes on a machine, the topology is discovered (not a file), the machine has an RDMA "
+     "device with an active port and UCX_NET_DEVICES is not set; plain Ethernet ports are never "
+     "pinned (nothing says which one is up or meant for the job). false: UCX chooses.",
      MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.rails},
     {"cost_model",

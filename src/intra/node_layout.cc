@@ -115,15 +115,7 @@ std::string rail_net_device(const gpucoll_comm_config_t& config, const std::stri
         *why = m == nullptr ? error : "the GPU is not in the discovered topology";
         return {};
     }
-    const topo::NicChoice c = topo::nic_per_gpu(*m)[static_cast<size_t>(gpu)];
-    if (c.nic < 0) {
-        *why = "no network device found";
-        return {};
-    }
-    const topo::Nic& nic = m->nics[static_cast<size_t>(c.nic)];
-    *why = std::string("the NIC nearest the GPU (") + topo::path_name(c.path) +
-           (c.gpudirect ? ", GPUDirect RDMA" : "") + ")";
-    return topo::ucx_device_name(nic);
+    return topo::rail_device(*m, gpu, why);
 }
 
 topo::Layout agree_layout(const topo::Machine* machine, const std::vector<LayoutVote>& votes) {

@@ -43,10 +43,11 @@ LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int n
 topo::Layout agree_layout(const topo::Machine* machine, const std::vector<LayoutVote>& votes);
 
 // The network device this process's transport should use between nodes:
-// the NIC nearest its GPU (rails: each local rank on its own NIC), as
-// UCX_NET_DEVICES takes it. Empty (UCX chooses) where the user set
-// UCX_NET_DEVICES, the topology comes from a file, the GPU has no PCI bus id
-// (emu) or no NIC is known; *why says which.
+// the RDMA device with an active port nearest its GPU (rails: each local
+// rank on its own NIC; topo::rail_device), as UCX_NET_DEVICES takes it.
+// Empty (UCX chooses) where the user set UCX_NET_DEVICES, the topology
+// comes from a file, the GPU has no PCI bus id (emu) or the machine has no
+// such RDMA device (plain Ethernet ports are never pinned); *why says which.
 std::string rail_net_device(const gpucoll_comm_config_t& config, const std::string& gpu_bus_id,
                             std::string* why);
 

@@ -126,22 +126,20 @@ private:
     }
 
     // hwloc's Linux backend names each port's state (Port1State = "4":
-    // ACTIVE). No such info (an XML file without it): assume port 1 works.
+    // ACTIVE). A device is usable (a rail) only with a port reported
+    // active: no such info (an XML file without it) is not known to work.
     static void active_port(hwloc_obj_t osdev, Nic* n) {
-        bool reported = false;
+        n->usable = false;
         for (int p = 1; p <= 8; ++p) {
             char key[32];
             std::snprintf(key, sizeof key, "Port%dState", p);
             const char* state = hwloc_obj_get_info_by_name(osdev, key);
-            if (state == nullptr) continue;
-            reported = true;
-            if (std::strcmp(state, "4") == 0) {
+            if (state != nullptr && std::strcmp(state, "4") == 0) {
                 n->port = p;
                 n->usable = true;
                 return;
             }
         }
-        n->usable = !reported;
     }
 
     void device(hwloc_obj_t obj, const std::vector<int>& chain) {

@@ -63,24 +63,26 @@ Connection gpu_to_gpu(const Machine& m, int a, int b) {
 
 std::vector<NicChoice> nic_per_gpu(const Machine& m) {
     std::vector<NicChoice> out(m.gpus.size());
-    const bool any_rdma =
-        std::any_of(m.nics.begin(), m.nics.end(), [](const Nic& n) { return n.rdma && n.usable; });
+    auto is_rail = [](const Nic& n) { return n.rdma && n.usable; };
+    const bool rails = std::any_of(m.nics.begin(), m.nics.end(), is_rail);
     std::vector<int> users(m.nics.size(), 0);
     for (size_t g = 0; g < m.gpus.size(); ++g) {
         NicChoice best;
         for (size_t n = 0; n < m.nics.size(); ++n) {
-            if (any_rdma && !(m.nics[n].rdma && m.nics[n].usable)) continue;
-            if (m.nics[n].rdma && !m.nics[n].usable) continue;  // no active port
+            // Rails: RDMA devices with an active port only. None: the plain
+            // network devices (an RDMA device without one is down).
+            if (rails ? !is_rail(m.nics[n]) : m.nics[n].rdma) continue;
             const Path p = pci_path(m.gpus[g], m.nics[n], m);
             if (best.nic < 0 || p < best.path ||
-                (p == best.path && users[n] < users[static_cast<size_t>(best.nic)])) {
+                (rails && p == best.path && users[n] < users[static_cast<size_t>(best.nic)])) {
                 best.nic = static_cast<int>(n);
                 best.path = p;
             }
         }
-        if (best.nic >= 0) {
+        if (best.nic >= 0 && rails) {
             ++users[static_cast<size_t>(best.nic)];
-            best.gpudirect = m.nics[static_cast<size_t>(best.nic)].rdma && best.path <= Path::PXB;
+            best.rail = true;
+            best.gpudirect = best.path <= Path::PXB;
         }
         out[g] = best;
     }
@@ -90,6 +92,27 @@ std::vector<NicChoice> nic_per_gpu(const Machine& m) {
 std::string ucx_device_name(const Nic& nic) {
     return nic.rdma ? nic.name + ":" + std::to_string(nic.port)
                     : (nic.netdev.empty() ? nic.name : nic.netdev);
+}
+
+std::string rail_device(const Machine& m, int gpu, std::string* why) {
+    if (gpu < 0 || static_cast<size_t>(gpu) >= m.gpus.size()) {
+        *why = "the GPU is not in the topology";
+        return {};
+    }
+    const NicChoice c = nic_per_gpu(m)[static_cast<size_t>(gpu)];
+    if (c.nic < 0) {
+        *why = "no network device found";
+        return {};
+    }
+    const Nic& nic = m.nics[static_cast<size_t>(c.nic)];
+    if (!c.rail) {
+        *why = "no RDMA device with an active port (the nearest network device, " + nic.name +
+               ", may be a management or unconnected port): UCX chooses";
+        return {};
+    }
+    *why = std::string("the RDMA device nearest the GPU (") + path_name(c.path) +
+           (c.gpudirect ? ", GPUDirect RDMA" : "") + ")";
+    return ucx_device_name(nic);
 }
 
 bool full_nvlink_mesh(const Machine& m, const std::vector<int>& gpus) {

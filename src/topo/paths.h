@@ -33,20 +33,29 @@ Path pci_path(const PciDevice& a, const PciDevice& b, const Machine& m);
 // have one, else the PCI path.
 Connection gpu_to_gpu(const Machine& m, int a, int b);
 
-// The NIC a GPU drives between nodes: the closest one, and among equally
-// close ones the one fewest GPUs use so far (lowest index on a tie), so that
-// GPUs spread over their NICs (rails). RDMA devices are preferred over plain
-// Ethernet ones wherever the machine has any.
+// The NIC a GPU drives between nodes. Where the machine has RDMA devices
+// (InfiniBand/RoCE, OpenFabrics) with a port hwloc reports active: the
+// closest of those, and among equally close ones the one fewest GPUs use so
+// far (lowest index on a tie), so that GPUs spread over them: rails.
+// Otherwise the closest other network device (lowest index on a tie), for
+// the report only: no rail, since nothing says a plain Ethernet port is up
+// or meant for the job (a management port, a dead eno2), and UCX chooses.
 struct NicChoice {
     int nic = -1;  // index into m.nics; -1: none
     Path path = Path::SYS;
-    bool gpudirect = false;  // RDMA device at PXB or closer (NCCL's rule)
+    bool rail = false;       // an RDMA device with an active port: the GPU's rail
+    bool gpudirect = false;  // a rail at PXB or closer (NCCL's rule)
 };
 std::vector<NicChoice> nic_per_gpu(const Machine& m);
 
 // The NIC's name as UCX_NET_DEVICES takes it: "mlx5_0:1" (port 1) for an
 // RDMA device, the interface ("eth0") otherwise.
 std::string ucx_device_name(const Nic& nic);
+
+// UCX_NET_DEVICES for the process of GPU gpu (an index into m.gpus) on
+// rails: its rail's ucx_device_name; empty, with *why saying so, where it
+// has no rail (UCX chooses).
+std::string rail_device(const Machine& m, int gpu, std::string* why);
 
 // Every pair of the given GPUs joined by NVLink.
 bool full_nvlink_mesh(const Machine& m, const std::vector<int>& gpus);

@@ -96,8 +96,9 @@ std::string format_text(const ReportInput& in) {
 
     if (ng > 0) {
         const std::vector<NicChoice> nics = nic_per_gpu(m);
-        o << "\nNIC per GPU (closest; GPUs spread over equally close NICs; GPUDirect RDMA "
-             "where the NIC does RDMA at PXB or closer):\n";
+        o << "\nNIC per GPU (rail: the closest RDMA device with an active port, GPUs spread "
+             "over equally close ones, UCX_NET_DEVICES; without one, the closest network "
+             "device and UCX chooses; GPUDirect RDMA where the rail is at PXB or closer):\n";
         for (size_t g = 0; g < ng; ++g) {
             o << "  " << pad(gpu_label(g), 6);
             if (nics[g].nic < 0) {
@@ -105,9 +106,10 @@ std::string format_text(const ReportInput& in) {
                 continue;
             }
             const Nic& nic = m.nics[static_cast<size_t>(nics[g].nic)];
-            o << pad(nic.name, 10) << pad(path_name(nics[g].path), 5) << "GPUDirect RDMA: "
+            o << pad(nic.name, 10) << pad(path_name(nics[g].path), 5)
+              << (nics[g].rail ? "rail  " : "no rail (UCX chooses)  ") << "GPUDirect RDMA: "
               << (nics[g].gpudirect ? "yes"
-                  : nic.rdma        ? "no (too far)"
+                  : nics[g].rail    ? "no (too far)"
                                     : "no (no RDMA)")
               << "\n";
         }
@@ -144,7 +146,7 @@ std::string format_json(const ReportInput& in) {
         o << "], \"nic_paths\": [";
         for (size_t n = 0; n < m.nics.size(); ++n)
             o << (n ? ", " : "") << json_string(path_name(pci_path(gpu, m.nics[n], m)));
-        o << "], \"nic\": " << nics[g].nic
+        o << "], \"nic\": " << nics[g].nic << ", \"rail\": " << (nics[g].rail ? "true" : "false")
           << ", \"gpudirect\": " << (nics[g].gpudirect ? "true" : "false") << "}";
     }
     o << "\n  ],\n  \"nics\": [";

@@ -41,7 +41,7 @@ struct Nic : PciDevice {
     std::string netdev;  // the network interface, where there is one
     bool rdma = false;   // an OpenFabrics (InfiniBand/RoCE) device: GPUDirect RDMA possible
     int port = 1;        // RDMA: the first active port (hwloc's Port<n>State 4)
-    bool usable = true;  // RDMA: false when hwloc reports ports and none is active
+    bool usable = true;  // RDMA: hwloc reports an active port (no port state: false)
 };
 
 // NVLinks of one GPU: links into NVSwitches, and links straight to other

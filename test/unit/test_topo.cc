@@ -112,6 +112,7 @@ TEST(TopoFixture, DgxH100) {
     const std::vector<NicChoice> nics = nic_per_gpu(m);
     for (int g = 0; g < 8; ++g) {
         EXPECT_EQ(nics[static_cast<size_t>(g)].nic, g);
+        EXPECT_TRUE(nics[static_cast<size_t>(g)].rail);
         EXPECT_TRUE(nics[static_cast<size_t>(g)].gpudirect);
         EXPECT_EQ(m.nics[static_cast<size_t>(g)].name, "mlx5_" + std::to_string(g));
     }
@@ -409,6 +410,80 @@ TEST(TopoRails, InactivePortsAreSkipped) {
     EXPECT_EQ(c[0].path, Path::PIX);
     for (const NicChoice& x : c) EXPECT_NE(x.nic, 0);
     EXPECT_EQ(ucx_device_name(m.nics[3]), "mlx5_3:2");
+}
+
+// Rails pinned UCX (UCX_NET_DEVICES) to any NIC: on a machine with two
+// equally close Ethernet ports (eno1, eno2) and no RDMA device, half the
+// GPUs took eno2, maybe a management or dead port. Rails are RDMA devices
+// with an active port only; otherwise UCX chooses.
+TEST(TopoRails, NoRailOnPlainEthernet) {
+    Machine m = load("pcie_4gpu.xml");
+    ASSERT_EQ(m.nics.size(), 1u);
+    Nic eno2 = m.nics[0];  // a second port beside eno1, as close to every GPU
+    eno2.bus_id = "0000:4e:00.1";
+    eno2.name = eno2.netdev = "eno2";
+    m.nics.push_back(eno2);
+    EXPECT_EQ(nic_path(m, 1, 0), nic_path(m, 1, 1));
+    const std::vector<NicChoice> c = nic_per_gpu(m);
+    for (int g = 0; g < 4; ++g) {
+        const NicChoice& x = c[static_cast<size_t>(g)];
+        EXPECT_EQ(x.nic, 0) << "GPU" << g;  // the closest for the report, not spread
+        EXPECT_FALSE(x.rail) << "GPU" << g;
+        EXPECT_FALSE(x.gpudirect);
+        std::string why;
+        EXPECT_EQ(rail_device(m, g, &why), "") << "GPU" << g;
+        EXPECT_NE(why.find("no RDMA device with an active port"), std::string::npos) << why;
+    }
+    // An RDMA device whose ports are all down is no rail either, and not the
+    // report's NIC.
+    Nic ib = m.nics[0];
+    ib.bus_id = "0000:4f:00.0";
+    ib.name = "mlx5_0";
+    ib.rdma = true;
+    ib.usable = false;
+    m.nics.push_back(ib);
+    for (const NicChoice& x : nic_per_gpu(m)) {
+        EXPECT_FALSE(x.rail);
+        EXPECT_NE(x.nic, 2);
+    }
+    m.nics[2].usable = true;  // its port comes up: every GPU's rail, however far
+    for (int g = 0; g < 4; ++g) {
+        EXPECT_TRUE(nic_per_gpu(m)[static_cast<size_t>(g)].rail);
+        std::string why;
+        EXPECT_EQ(rail_device(m, g, &why), "mlx5_0:1") << why;
+    }
+}
+
+// As hwloc reports them: a port not ACTIVE, or no port state at all, is no
+// rail (the XML of the two-socket machine, its ConnectX-6 port edited).
+TEST(TopoRails, OnlyActivePortsAreRails) {
+    const Machine ok = load("two_socket.xml");
+    ASSERT_EQ(ok.nics.size(), 1u);
+    EXPECT_TRUE(ok.nics[0].rdma && ok.nics[0].usable);
+    EXPECT_TRUE(nic_per_gpu(ok)[0].rail);
+    std::string why;
+    EXPECT_EQ(rail_device(ok, 0, &why), "mlx5_0:1") << why;
+    std::ifstream in(fixture("two_socket.xml"));
+    const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string active = "<info name=\"Port1State\" value=\"4\"/>";
+    ASSERT_NE(xml.find(active), std::string::npos);
+    for (const char* edit : {"<info name=\"Port1State\" value=\"1\"/>", ""}) {  // DOWN; none
+        std::string variant = xml;
+        variant.replace(variant.find(active), active.size(), edit);
+        const std::string file = write_temp(variant);
+        Sources s;
+        s.xml_file = file;
+        Machine m;
+        ASSERT_EQ(discover(s, &m), gpucoll::kSuccess) << gpucoll::last_error();
+        ASSERT_EQ(m.nics.size(), 1u);
+        EXPECT_TRUE(m.nics[0].rdma);
+        EXPECT_FALSE(m.nics[0].usable) << '"' << edit << '"';
+        for (int g = 0; g < 4; ++g) {
+            EXPECT_FALSE(nic_per_gpu(m)[static_cast<size_t>(g)].rail);
+            EXPECT_EQ(rail_device(m, g, &why), "");
+        }
+        std::remove(file.c_str());
+    }
 }
 
 TEST(TopoPaths, UnknownNumaIsNotTheFirstNode) {

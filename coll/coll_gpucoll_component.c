@@ -214,7 +214,7 @@ static const gpucoll_param_t gpucoll_params[] = {
      "Largest allreduce (bytes) that auto sends through one-shot; also the size of each of the "
      "two one-shot scratch slots per rank and communicator (device memory). 0: the backend's "
      "default (emu 16 KiB, the crossover measured on a CPU-only VM; cuda 256 KiB, not yet "
-     "measured on a GPU).",
+     "measured on a GPU). At most 256 MiB (larger values count as 256 MiB).",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.one_shot_max},
     {"bcast_chain_min", "Smallest bcast (bytes) that auto sends through the pipelined chain.",

@@ -14,8 +14,11 @@ namespace gpucoll::intra {
 // rounds. emu: crossover measured at 16-32 KiB with 3-4 ranks on the 2-core
 // VM (docs/performance.md). cuda: 256 KiB, an assumption until measured on
 // a GPU node.
+// At most kOneShotMaxCap: each rank keeps two slots of it in device memory
+// per communicator, and a larger value would wrap the scratch size.
+constexpr size_t kOneShotMaxCap = size_t{256} << 20;
 constexpr size_t one_shot_max_bytes(std::string_view backend, size_t configured) {
-    if (configured != 0) return configured;
+    if (configured != 0) return configured < kOneShotMaxCap ? configured : kOneShotMaxCap;
     return backend == "emu" ? size_t{16} << 10 : size_t{256} << 10;
 }
 

@@ -614,6 +614,8 @@ TEST(TopoModelTable, OneShotSlotPerBackend) {
     EXPECT_EQ(one_shot_max_bytes("emu", 0), size_t{16} << 10);
     EXPECT_EQ(one_shot_max_bytes("cuda", 0), size_t{256} << 10);
     EXPECT_EQ(one_shot_max_bytes("emu", 1000), 1000u);  // coll_gpucoll_allreduce_one_shot_max
+    EXPECT_EQ(one_shot_max_bytes("cuda", SIZE_MAX),
+              gpucoll::intra::kOneShotMaxCap);  // no wrapping scratch size
     EXPECT_EQ(one_shot_slot_bytes(1000), 1024u);
     EXPECT_EQ(one_shot_slot_bytes(16 << 10), size_t{16} << 10);
     // The slot bounds the table: emu's 16 KiB, not 256 KiB.

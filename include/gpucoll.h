@@ -116,6 +116,23 @@ GPUCOLL_EXPORT int gpucoll_malloc_host(void** ptr, size_t bytes);
 GPUCOLL_EXPORT int gpucoll_free_host(void* ptr);
 /* Copies bytes in any direction (host/device on either side), synchronously. */
 GPUCOLL_EXPORT int gpucoll_memcpy(void* dst, const void* src, size_t bytes);
+/* A part of a layout that gpucoll_memcpy_runs copies: height blocks of width
+ * bytes, the first offset bytes from the base (negative offsets allowed),
+ * each next one pitch bytes after the previous (pitch >= width; ignored when
+ * height is 1). */
+typedef struct gpucoll_copy_run {
+    ptrdiff_t offset;
+    size_t width;
+    size_t height;
+    size_t pitch;
+} gpucoll_copy_run_t;
+/* Copies the blocks of runs[0..nruns) from src + offset to dst + offset
+ * (the same layout on both sides, any direction), synchronously, with one
+ * wait for all of them: the bytes between the blocks are neither read nor
+ * written. Blocks must not overlap. Each run is one copy (CUDA: a 2D copy
+ * for height > 1). */
+GPUCOLL_EXPORT int gpucoll_memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
+                                       size_t nruns);
 /* GPUCOLL_SUCCESS when [ptr, ptr + bytes) is host memory or lies wholly
  * inside one device allocation; GPUCOLL_ERR_BUFFER otherwise, with a message
  * that names what (e.g. "receive buffer"), the range and the allocation. */

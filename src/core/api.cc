@@ -207,6 +207,28 @@ int gpucoll_memcpy(void* dst, const void* src, size_t bytes) {
     return d->memcpy(dst, src, bytes, nullptr);
 }
 
+int gpucoll_memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs, size_t nruns) {
+    if (nruns == 0) return GPUCOLL_SUCCESS;
+    if (dst == nullptr || src == nullptr || runs == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_memcpy_runs: NULL pointer with %zu runs",
+                         nruns);
+    for (size_t k = 0; k < nruns; ++k) {  // all valid before anything is copied
+        size_t span = 0;
+        if (int s = gpucoll::run_span(runs[k], &span)) return s;
+    }
+    Device* d = Runtime::instance().device();
+    if (d != nullptr) return d->memcpy_runs(dst, src, runs, nruns, nullptr);
+    for (size_t k = 0; k < nruns; ++k) {  // no backend: everything is host memory
+        const gpucoll_copy_run_t& r = runs[k];
+        if (r.width == 0) continue;
+        for (size_t row = 0; row < r.height; ++row) {
+            const ptrdiff_t at = r.offset + static_cast<ptrdiff_t>(row * r.pitch);
+            std::memmove(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at, r.width);
+        }
+    }
+    return GPUCOLL_SUCCESS;
+}
+
 int gpucoll_counters_get(gpucoll_counters_t* out) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_counters_get: NULL");
     gpucoll::counters_get(out);

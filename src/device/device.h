@@ -46,6 +46,22 @@ inline Status check_span(const PointerInfo& info, const void* ptr, ptrdiff_t lo,
                      info.size, info.base);
 }
 
+// The bytes a run of gpucoll_memcpy_runs spans from its offset, (height - 1)
+// x pitch + width (0: nothing to copy); GPUCOLL_ERR_INVALID_ARG for blocks
+// that overlap (pitch < width) or a span that overflows.
+inline Status run_span(const gpucoll_copy_run_t& run, size_t* span) {
+    *span = 0;
+    if (run.width == 0 || run.height == 0) return kSuccess;
+    if (run.height > 1 &&
+        (run.pitch < run.width || run.pitch > (SIZE_MAX - run.width) / (run.height - 1)))
+        return set_error(GPUCOLL_ERR_INVALID_ARG,
+                         "copy run of %zu blocks of %zu bytes, pitch %zu: blocks overlap or the "
+                         "span overflows",
+                         run.height, run.width, run.pitch);
+    *span = (run.height - 1) * run.pitch + run.width;
+    return kSuccess;
+}
+
 // check_span from ptr itself.
 inline Status check_extent(const PointerInfo& info, const void* ptr, size_t bytes,
                            const char* what) {
@@ -171,6 +187,11 @@ public:
     virtual Status create_stream(std::unique_ptr<Stream>* out) = 0;
     // Any direction. stream == nullptr: synchronous with respect to the host.
     virtual Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) = 0;
+    // The blocks of runs[0..nruns) from src + offset to dst + offset, any
+    // direction (gpucoll_memcpy_runs); the bytes between them untouched.
+    // stream == nullptr: synchronous, one wait for all of them.
+    virtual Status memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
+                               size_t nruns, Stream* stream) = 0;
 
     // --- reductions ---------------------------------------------------------
     // Whether reduce() can do (dtype, op) on this backend (CUDA: no long

@@ -318,6 +318,62 @@ TEST_P(DeviceConformance, MemcpyAtInteriorOffsets) {
     EXPECT_EQ(middle, std::vector<unsigned char>(pattern.begin() + 2, pattern.begin() + 5));
 }
 
+// Copy runs (gpucoll_memcpy_runs): only the blocks move, in every direction,
+// with and without a stream; the bytes between them keep what they held.
+TEST_P(DeviceConformance, MemcpyRunsCopyOnlyTheirBlocks) {
+    constexpr size_t kBytes = 4096;
+    constexpr ptrdiff_t kBase = 1024;  // runs may start below the base pointer
+    const gpucoll_copy_run_t runs[] = {
+        {-1000, 10, 1, 0},  // one block below the base
+        {0, 12, 20, 40},    // 2D: 20 rows of 12 bytes, 28 bytes between them
+        {900, 3, 5, 3},     // rows that touch: one contiguous span
+        {1200, 0, 4, 16},   // nothing
+        {1300, 8, 0, 16},   // nothing
+        {1400, 1, 200, 7},  // many 1-byte rows
+        {3000, 64, 1, 1},   // one block: the pitch is ignored
+        {-20, 4, 2, 1000},  // rows on both sides of other runs' blocks
+    };
+    std::vector<bool> covered(kBytes, false);
+    for (const gpucoll_copy_run_t& r : runs)
+        for (size_t row = 0; row < r.height; ++row)
+            for (size_t b = 0; b < r.width; ++b)
+                covered[static_cast<size_t>(kBase + r.offset) + row * r.pitch + b] = true;
+    const std::vector<unsigned char> a = conformance::byte_pattern(kBytes, 1);
+    const std::vector<unsigned char> b = conformance::byte_pattern(kBytes, 77);
+    auto merged = [&](const std::vector<unsigned char>& blocks,
+                      const std::vector<unsigned char>& gaps) {
+        std::vector<unsigned char> want(kBytes);
+        for (size_t i = 0; i < kBytes; ++i) want[i] = covered[i] ? blocks[i] : gaps[i];
+        return want;
+    };
+    conformance::DeviceMemory d1(dev_.get(), kBytes), d2(dev_.get(), kBytes);
+    ASSERT_DEV_OK(d1.status());
+    ASSERT_DEV_OK(d2.status());
+    std::vector<unsigned char> host = b;
+
+    upload(d1.get(), a.data(), kBytes);  // H2D
+    ASSERT_DEV_OK(
+        dev_->memcpy_runs(d1.get() + kBase, host.data() + kBase, runs, std::size(runs), nullptr));
+    EXPECT_TRUE(download(d1.get(), kBytes) == merged(b, a));
+
+    upload(d2.get(), b.data(), kBytes);  // D2D: d2 = b; its blocks from d1 (b there too)
+    const std::vector<unsigned char> c = conformance::byte_pattern(kBytes, 200);
+    upload(d1.get(), c.data(), kBytes);
+    ASSERT_DEV_OK(
+        dev_->memcpy_runs(d2.get() + kBase, d1.get() + kBase, runs, std::size(runs), nullptr));
+    EXPECT_TRUE(download(d2.get(), kBytes) == merged(c, b));
+
+    host = a;  // D2H on a stream
+    std::unique_ptr<gpucoll::Stream> stream;
+    ASSERT_DEV_OK(dev_->create_stream(&stream));
+    ASSERT_DEV_OK(dev_->memcpy_runs(host.data() + kBase, d1.get() + kBase, runs, std::size(runs),
+                                    stream.get()));
+    ASSERT_DEV_OK(stream->synchronize());
+    EXPECT_TRUE(host == merged(c, a));
+
+    EXPECT_DEV_OK(dev_->memcpy_runs(d1.get(), host.data(), runs, 0, nullptr));  // nothing
+}
+
 // ---- streams ------------------------------------------------------------------------
 
 TEST_P(DeviceConformance, StreamRunsWorkInOrder) {

@@ -77,6 +77,31 @@ TEST_F(Api, ZeroByteAllocationsAreDistinct) {
     EXPECT_EQ(gpucoll_free_device(b), GPUCOLL_SUCCESS);
 }
 
+// gpucoll_memcpy_runs: the blocks only, and a bad layout copies nothing.
+TEST_F(Api, CopyRunsMoveOnlyTheirBlocks) {
+    constexpr size_t n = 64;
+    void* d = nullptr;
+    ASSERT_EQ(gpucoll_malloc_device(&d, n), GPUCOLL_SUCCESS);
+    std::vector<unsigned char> gaps(n, 0xEE), in(n), out(n, 0);
+    for (size_t i = 0; i < n; ++i) in[i] = static_cast<unsigned char>(i + 1);
+    ASSERT_EQ(gpucoll_memcpy(d, gaps.data(), n), GPUCOLL_SUCCESS);
+    const gpucoll_copy_run_t runs[] = {{-8, 2, 3, 5}, {20, 4, 1, 0}};  // from byte 8
+    char* base = static_cast<char*>(d) + 16;
+    ASSERT_EQ(gpucoll_memcpy_runs(base, in.data() + 16, runs, 2), GPUCOLL_SUCCESS);
+    ASSERT_EQ(gpucoll_memcpy(out.data(), d, n), GPUCOLL_SUCCESS);
+    for (size_t i = 0; i < n; ++i) {
+        const bool block = (i >= 8 && i < 20 && (i - 8) % 5 < 2) || (i >= 36 && i < 40);
+        EXPECT_EQ(out[i], block ? in[i] : 0xEE) << "byte " << i;
+    }
+    const gpucoll_copy_run_t overlapping[] = {{0, 4, 1, 0}, {8, 4, 2, 3}};
+    EXPECT_EQ(gpucoll_memcpy_runs(base, in.data() + 16, overlapping, 2), GPUCOLL_ERR_INVALID_ARG);
+    ASSERT_EQ(gpucoll_memcpy(out.data(), d, n), GPUCOLL_SUCCESS);
+    EXPECT_EQ(out[16], 0xEE);  // the first, valid run was not copied either
+    EXPECT_EQ(gpucoll_memcpy_runs(nullptr, in.data(), runs, 2), GPUCOLL_ERR_INVALID_ARG);
+    EXPECT_EQ(gpucoll_memcpy_runs(nullptr, nullptr, nullptr, 0), GPUCOLL_SUCCESS);
+    EXPECT_EQ(gpucoll_free_device(d), GPUCOLL_SUCCESS);
+}
+
 // A buffer's span is checked against the allocation that holds the buffer
 // pointer, wherever the span begins (negative lower bounds).
 TEST_F(Api, SpansMustLieInsideTheBuffersAllocation) {

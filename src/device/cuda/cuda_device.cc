@@ -531,6 +531,8 @@ public:
 
     Status create_stream(std::unique_ptr<Stream>* out) override;
     Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) override;
+    Status memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs, size_t nruns,
+                       Stream* stream) override;
 
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
                   gpucoll_op_t op, Stream* stream) override;
@@ -724,6 +726,55 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
     GPUCOLL_TRY(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy),
                       "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes));
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a copy of %zu bytes", bytes);
+}
+
+Status CudaDevice::memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
+                               size_t nruns, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    if (nruns == 0) return kSuccess;
+    if (dst == nullptr || src == nullptr || runs == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda memcpy_runs: NULL pointer for %zu runs",
+                         nruns);
+    }
+    // Without a stream: enqueued on the legacy stream, one wait for all (as
+    // memcpy: complete on return, also from pageable memory).
+    const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
+    // cudaMemcpy2D refuses pitches above cudaDevAttrMaxPitch (2^31 - 1 on
+    // every GPU so far): wider ones are copied block by block.
+    constexpr size_t kMaxPitch = 0x7fffffff;
+    Status status = kSuccess;
+    for (size_t k = 0; k < nruns && status == kSuccess; ++k) {
+        const gpucoll_copy_run_t& r = runs[k];
+        size_t span = 0;
+        status = run_span(r, &span);
+        if (status != kSuccess || span == 0) continue;
+        char* to = static_cast<char*>(dst) + r.offset;
+        const char* from = static_cast<const char*>(src) + r.offset;
+        if (r.height == 1) {
+            status = check(cudaMemcpyAsync(to, from, r.width, cudaMemcpyDefault, s),
+                           "cudaMemcpyAsync(%p <- %p, %zu bytes)", static_cast<void*>(to),
+                           static_cast<const void*>(from), r.width);
+        } else if (r.pitch <= kMaxPitch) {
+            status = check(cudaMemcpy2DAsync(to, r.pitch, from, r.pitch, r.width, r.height,
+                                             cudaMemcpyDefault, s),
+                           "cudaMemcpy2DAsync(%p <- %p, %zu rows of %zu bytes, pitch %zu)",
+                           static_cast<void*>(to), static_cast<const void*>(from), r.height,
+                           r.width, r.pitch);
+        } else {
+            for (size_t row = 0; row < r.height && status == kSuccess; ++row)
+                status = check(cudaMemcpyAsync(to + row * r.pitch, from + row * r.pitch, r.width,
+                                               cudaMemcpyDefault, s),
+                               "cudaMemcpyAsync(%p <- %p, %zu bytes)",
+                               static_cast<void*>(to + row * r.pitch),
+                               static_cast<const void*>(from + row * r.pitch), r.width);
+        }
+    }
+    if (cuda_stream != nullptr && status == kSuccess) return kSuccess;
+    // Synchronous, or a failed enqueue: nothing still reads the caller's
+    // buffers when this returns.
+    const Status waited = check(cudaStreamSynchronize(s), "waiting for %zu copy runs", nruns);
+    return status != kSuccess ? status : waited;
 }
 
 Status CudaDevice::max_blocks(int device, int* out) {

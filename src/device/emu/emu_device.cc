@@ -260,6 +260,45 @@ Status EmuDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* strea
     });
 }
 
+Status EmuDevice::memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
+                              size_t nruns, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    if (nruns == 0) return kSuccess;
+    if (dst == nullptr || src == nullptr || runs == nullptr) {
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "emu memcpy_runs: NULL pointer for %zu runs",
+                         nruns);
+    }
+    // Every run translated (and checked against its allocation) before
+    // anything is copied, as one copy engine call would refuse the layout.
+    struct View {
+        char* to;
+        const char* from;
+        size_t width, height, pitch;
+    };
+    std::vector<View> views;
+    views.reserve(nruns);
+    for (size_t k = 0; k < nruns; ++k) {
+        const gpucoll_copy_run_t& r = runs[k];
+        size_t span = 0;
+        GPUCOLL_TRY(run_span(r, &span));
+        if (span == 0) continue;
+        void* to = nullptr;
+        void* from = nullptr;
+        GPUCOLL_TRY(memory_->translate(static_cast<char*>(dst) + r.offset, span, &to));
+        GPUCOLL_TRY(memory_->translate(static_cast<const char*>(src) + r.offset, span, &from));
+        views.push_back(
+            {static_cast<char*>(to), static_cast<const char*>(from), r.width, r.height, r.pitch});
+    }
+    if (emu_stream == nullptr) (void)use_device();  // cudaMemcpy2D: the current device's context
+    return submit(emu_stream, [views = std::move(views)] {
+        for (const View& v : views)
+            for (size_t row = 0; row < v.height; ++row)
+                std::memmove(v.to + row * v.pitch, v.from + row * v.pitch, v.width);
+        return kSuccess;
+    });
+}
+
 Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                          gpucoll_dtype_t dtype, gpucoll_op_t op, Stream* stream) {
     EmuStream* emu_stream = nullptr;

@@ -56,6 +56,8 @@ public:
 
     Status create_stream(std::unique_ptr<Stream>* out) override;
     Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) override;
+    Status memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs, size_t nruns,
+                       Stream* stream) override;
 
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, gpucoll_dtype_t dtype,
                   gpucoll_op_t op, Stream* stream) override;

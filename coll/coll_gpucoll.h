@@ -213,12 +213,29 @@ void mca_coll_gpucoll_install_forms(mca_coll_gpucoll_module_t* m);
 /* ---------------------------------------------------------------------------
  * A staged call: for each of (at most) two buffers of this rank, the span
  * that is copied to host memory, whether the collective reads it (copied in
- * before each run) and the part it writes (copied back after). Blocking
+ * before each run) and the part it writes (copied back after: where that
+ * part has gaps, only the bytes its datatypes cover). Blocking
  * calls keep it on the stack; nonblocking and persistent ones in their
  * request (coll_gpucoll_request.c).
  * ------------------------------------------------------------------------- */
 
 enum { MCA_COLL_GPUCOLL_STAGE_MAX = 2 };
+
+/* The blocks a collective writes into a buffer, as described by its
+ * arguments: n blocks, block i holding counts[i] elements of dtype (or
+ * dtypes[i]) at displs[i] x unit bytes (or adispls[i] bytes) from the
+ * buffer pointer; one block (counts NULL): count elements at 0. The arrays
+ * and datatypes are the application's, valid until the call completes. */
+typedef struct mca_coll_gpucoll_blocks {
+    int n;
+    size_t count;
+    const int* counts;
+    const int* displs;
+    const MPI_Aint* adispls;
+    ptrdiff_t unit;
+    struct ompi_datatype_t* dtype;
+    struct ompi_datatype_t* const* dtypes;
+} mca_coll_gpucoll_blocks_t;
 
 typedef struct mca_coll_gpucoll_sbuf {
     char* user;       /* the application's pointer */
@@ -227,12 +244,20 @@ typedef struct mca_coll_gpucoll_sbuf {
     size_t bytes;     /* its length */
     ptrdiff_t out_lo; /* the span the collective writes, relative to user */
     size_t out_bytes; /* its length (0: copied back never) */
-    bool device;      /* staged at all */
-    bool copy_in;     /* read by the collective, or written with gaps: copied in */
-    bool pinned;      /* heap is pinned host memory (gpucoll_malloc_host) */
-    bool pooled;      /* heap comes from (and goes back to) the nonblocking pool */
-    void* heap;       /* allocation owned by this call, or NULL */
-    size_t cap;       /* pooled: the capacity of heap */
+    /* The written span has gaps (bytes between the blocks, or inside their
+     * datatype) that belong to the application: only the bytes out_blocks
+     * cover are copied back, as the runs staging_alloc computes. */
+    bool out_exact;
+    mca_coll_gpucoll_blocks_t out_blocks;
+    gpucoll_copy_run_t* runs; /* out_exact: malloc'ed by staging_alloc */
+    size_t nruns;
+    size_t out_covered; /* out_exact: the bytes the runs copy */
+    bool device;        /* staged at all */
+    bool copy_in;       /* read by the collective (or written over part of its span): copied in */
+    bool pinned;        /* heap is pinned host memory (gpucoll_malloc_host) */
+    bool pooled;        /* heap comes from (and goes back to) the nonblocking pool */
+    void* heap;         /* allocation owned by this call, or NULL */
+    size_t cap;         /* pooled: the capacity of heap */
 } mca_coll_gpucoll_sbuf_t;
 
 typedef struct mca_coll_gpucoll_staging {
@@ -261,6 +286,14 @@ void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, pt
                            size_t* bytes);
 /* Writing count elements of dtype leaves no byte of their span untouched. */
 bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype);
+/* The bytes that blocks cover in a buffer at user, as copy runs relative to
+ * user (coll_gpucoll_layout.c): adjacent bytes merged, equal blocks at a
+ * constant stride as one 2D run. *runs is malloc'ed (*nruns of them, *bytes
+ * in all). Reads no memory of the buffer (Open MPI's convertor computes the
+ * datatype's segments from its description). OMPI_SUCCESS, or an error
+ * (out of memory, a datatype the convertor does not walk). */
+int mca_coll_gpucoll_layout_runs(const void* user, const mca_coll_gpucoll_blocks_t* blocks,
+                                 gpucoll_copy_run_t** runs, size_t* nruns, size_t* bytes);
 
 /* Generic staging (coll_gpucoll_staged.c) over described buffers. */
 /* Host memory for every device buffer: the shared pinned slots (blocking

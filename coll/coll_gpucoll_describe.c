@@ -23,7 +23,8 @@
 typedef struct gpucoll_extent {
     ptrdiff_t lo, hi;
     bool any;
-    bool gaps; /* the blocks may leave bytes of [lo, hi) unwritten */
+    bool gaps;                        /* the blocks may leave bytes of [lo, hi) unwritten */
+    mca_coll_gpucoll_blocks_t blocks; /* what [lo, hi) is made of */
 } gpucoll_extent_t;
 
 static void extent_add(gpucoll_extent_t* e, ptrdiff_t disp, size_t count,
@@ -35,16 +36,19 @@ static void extent_add(gpucoll_extent_t* e, ptrdiff_t disp, size_t count,
     lo += disp;
     ptrdiff_t hi = lo + (ptrdiff_t)bytes;
     if (!e->any) {
-        *e = (gpucoll_extent_t){lo, hi, true, !mca_coll_gpucoll_fills_span(count, dtype)};
+        e->lo = lo;
+        e->hi = hi;
+        e->any = true;
+        e->gaps = !mca_coll_gpucoll_fills_span(count, dtype);
         return;
     }
-    e->gaps = true; /* several blocks: whether they tile the span is not worth proving */
+    e->gaps = true; /* several blocks: copied back block by block (tiled ones merge) */
     if (lo < e->lo) e->lo = lo;
     if (hi > e->hi) e->hi = hi;
 }
 
-static gpucoll_extent_t extent_block(size_t count, const struct ompi_datatype_t* dtype) {
-    gpucoll_extent_t e = {0};
+static gpucoll_extent_t extent_block(size_t count, struct ompi_datatype_t* dtype) {
+    gpucoll_extent_t e = {.blocks = {.n = 1, .count = count, .dtype = dtype}};
     extent_add(&e, 0, count, dtype);
     return e;
 }
@@ -57,9 +61,10 @@ static ptrdiff_t dtype_extent(const struct ompi_datatype_t* dtype) {
 
 /* n blocks of counts[i] elements at displs[i] x extent (the v-collectives). */
 static gpucoll_extent_t extent_v(int n, const int* counts, const int* displs,
-                                 const struct ompi_datatype_t* dtype) {
-    gpucoll_extent_t e = {0};
+                                 struct ompi_datatype_t* dtype) {
     const ptrdiff_t extent = dtype_extent(dtype);
+    gpucoll_extent_t e = {
+        .blocks = {.n = n, .counts = counts, .displs = displs, .unit = extent, .dtype = dtype}};
     for (int i = 0; i < n; ++i) {
         if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i] * extent, (size_t)counts[i], dtype);
     }
@@ -69,7 +74,8 @@ static gpucoll_extent_t extent_v(int n, const int* counts, const int* displs,
 /* alltoallw: displacements in bytes, a datatype per block. */
 static gpucoll_extent_t extent_w(int n, const int* counts, const int* displs,
                                  struct ompi_datatype_t* const* dtypes) {
-    gpucoll_extent_t e = {0};
+    gpucoll_extent_t e = {
+        .blocks = {.n = n, .counts = counts, .displs = displs, .unit = 1, .dtypes = dtypes}};
     for (int i = 0; i < n; ++i) {
         if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
     }
@@ -78,7 +84,8 @@ static gpucoll_extent_t extent_w(int n, const int* counts, const int* displs,
 
 static gpucoll_extent_t extent_w_aint(int n, const int* counts, const MPI_Aint* displs,
                                       struct ompi_datatype_t* const* dtypes) {
-    gpucoll_extent_t e = {0};
+    gpucoll_extent_t e = {
+        .blocks = {.n = n, .counts = counts, .adispls = displs, .dtypes = dtypes}};
     for (int i = 0; i < n; ++i) {
         if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
     }
@@ -90,8 +97,9 @@ static gpucoll_extent_t extent_w_aint(int n, const int* counts, const MPI_Aint* 
  * ------------------------------------------------------------------------- */
 
 /* Buffer i: user, staged over e; read: the collective reads it; written:
- * the part it writes (NULL: nothing). A written span with gaps is copied in
- * too, so that the copy back leaves the bytes between blocks as they were. */
+ * the part it writes (NULL: nothing). A written span with gaps is copied
+ * back block by block (the gaps are the application's, which may write
+ * them during the call), so it need not be copied in. */
 static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
                     const gpucoll_extent_t* e, bool read, const gpucoll_extent_t* written) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
@@ -105,9 +113,10 @@ static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
     if (NULL != written && written->any) {
         s->out_lo = written->lo;
         s->out_bytes = (size_t)(written->hi - written->lo);
+        s->out_exact = written->gaps;
+        s->out_blocks = written->blocks;
     }
-    s->copy_in = read || (NULL != written && written->gaps) ||
-                 (NULL != written && (written->lo != e->lo || written->hi != e->hi));
+    s->copy_in = read || (NULL != written && (written->lo != e->lo || written->hi != e->hi));
     return true;
 }
 

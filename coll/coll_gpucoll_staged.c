@@ -4,14 +4,16 @@
  * For each buffer that is significant on this rank: a host buffer is passed
  * as it is; a device buffer is replaced by a host staging copy of its whole
  * span (true extent, so derived datatypes with gaps, negative lower bounds
- * and user-defined ops work unchanged: the copy is datatype-agnostic). The
- * saved host function then runs on host buffers only, and the result is
- * copied back to the device.
+ * and user-defined ops work unchanged). The saved host function then runs
+ * on host buffers only, and the result is copied back to the device.
  *
  * A device buffer is copied in when the collective reads it (send buffers,
- * MPI_IN_PLACE, the root's bcast buffer, reduce_local's inout) or when its
- * layout has gaps that the copy back must not overwrite with garbage; an
- * output buffer whose span is filled completely is not copied in.
+ * MPI_IN_PLACE, the root's bcast buffer, reduce_local's inout); an output
+ * buffer is not. The copy back writes only the bytes the collective writes:
+ * the whole span where its blocks fill it (one copy), else the bytes their
+ * datatypes cover (coll_gpucoll_layout.c: merged, 2D runs for strided
+ * blocks, one gpucoll_memcpy_runs): the gaps belong to the application,
+ * which may write them while a nonblocking call is in flight.
  *
  * Staging buffers are the library's pinned slots while this thread holds
  * them; a concurrent staged call in another thread, or a failed pinned
@@ -169,6 +171,9 @@ void mca_coll_gpucoll_staging_pool_release(void) {
 
 void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
+        free(c->buf[i].runs);
+        c->buf[i].runs = NULL;
+        c->buf[i].nruns = 0;
         if (c->buf[i].pooled) {
             pool_put(c->buf[i].heap, c->buf[i].cap, c->buf[i].pinned);
             c->buf[i].pooled = false;
@@ -229,6 +234,28 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     return OMPI_SUCCESS;
 }
 
+/* The copy runs of buffer i's written bytes, when they have gaps. Without
+ * them (out of memory, a datatype the convertor cannot walk), the whole
+ * span goes back, its gaps copied in first: as before, correct unless the
+ * application writes a gap during the call. */
+static void gpucoll_stage_runs(mca_coll_gpucoll_staging_t* c, int i) {
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
+    if (!s->out_exact || 0 == s->out_bytes || c->refused) return;
+    const int rc =
+        mca_coll_gpucoll_layout_runs(s->user, &s->out_blocks, &s->runs, &s->nruns, &s->out_covered);
+    if (OMPI_SUCCESS == rc) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "%s: buffer %d copied back as %zu run(s), %zu of its %zu bytes",
+                        gpucoll_coll_name(c->coll), i, s->nruns, s->out_covered, s->out_bytes);
+        return;
+    }
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                    "%s: no layout of the receive datatype (%d): the whole span is copied back",
+                    gpucoll_coll_name(c->coll), rc);
+    s->out_exact = false;
+    s->copy_in = true;
+}
+
 /* Device -> host: the whole staged span of buffer i. */
 static int gpucoll_copy_in(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
@@ -257,6 +284,7 @@ int mca_coll_gpucoll_staging_alloc(mca_coll_gpucoll_staging_t* c, bool use_slots
         if (!s->device) continue;
         int rc = gpucoll_stage_alloc(c, i);
         if (OMPI_SUCCESS != rc) return rc;
+        gpucoll_stage_runs(c, i);
     }
     return OMPI_SUCCESS;
 }
@@ -275,9 +303,11 @@ int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c) {
     for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
         mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
         if (!s->device || 0 == s->out_bytes) continue;
-        int rc = gpucoll_memcpy(s->user + s->out_lo, s->host + s->out_lo, s->out_bytes);
+        int rc = s->out_exact
+                     ? gpucoll_memcpy_runs(s->user, s->host, s->runs, s->nruns)
+                     : gpucoll_memcpy(s->user + s->out_lo, s->host + s->out_lo, s->out_bytes);
         if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
-        c->copied += s->out_bytes;
+        c->copied += s->out_exact ? s->out_covered : s->out_bytes;
     }
     return OMPI_SUCCESS;
 }

@@ -105,7 +105,7 @@ static void sum_ints(void* in, void* inout, int* len, MPI_Datatype* dt) {
     for (int e = 0; e < *len; e++)
         for (int j = 0; j < l->nints; j++) {
             const MPI_Aint at = (MPI_Aint)e * l->extent + l->at[j];
-            int a, b;
+            unsigned a, b; /* wraps, as the oracle's (the same op) does */
             memcpy(&a, (char*)in + at, sizeof a);
             memcpy(&b, (char*)inout + at, sizeof b);
             b += a;
@@ -138,8 +138,7 @@ static void gbuf_make(gbuf_t* g, const blocks_t* b, MPI_Datatype dt) {
     MPI_Type_get_extent(dt, &lb, &ext);
     blocks_span(b, dt, &lo, &hi);
     g->span = (size_t)(hi - lo);
-    g->off = GUARD - (size_t)lo; /* lo <= 0 here: blocks start at displacement 0 or later */
-    if (lo > 0) g->off = GUARD;
+    g->off = GUARD + (size_t)(lo < 0 ? -lo : 0); /* the pointer: room for a negative lb */
     g->total = g->off + (size_t)(hi > 0 ? hi : 0) + GUARD;
     g->covered = tu_xmalloc(g->total);
     g->img = tu_xmalloc(g->total);

@@ -312,7 +312,8 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
     // The kernel runs on the result's GPU, which cannot read another GPU's
     // memory (CUDA without peer access: an illegal address): an operand on
     // another GPU is copied next to the result first (MPI_Reduce_local with
-    // buffers on two GPUs).
+    // buffers on two GPUs). One GPU: nothing to ask.
+    if (d->device_count() == 1) return d->reduce(dst, srcs, 2, count, dtype, op, nullptr);
     PointerInfo where;
     GPUCOLL_TRY(d->query(dst, &where));
     const size_t elem = gpucoll::reduce::dtype_size(dtype);

@@ -79,46 +79,58 @@ struct ContextCalls {
 };
 inline ContextCalls context_calls;
 
-// Makes a device current for the calling thread while the guard lives, and
-// gives the thread exactly its previous state back afterwards: its previous
-// context, or none (cudaSetDevice of the previous ordinal would create a
-// context on GPU 0 for a thread that had none). Cheap when the device
-// already is current (one cuCtxGetCurrent and one cudaGetDevice, no switch).
+// What switch_device changed, for restore_device.
+struct DeviceSwitch {
+    bool changed = false;
+    CUcontext previous_context = nullptr;  // maybe none
+    int previous = -1;                     // cudaGetDevice's answer before
+};
+
+// Makes device current for the calling thread; *out says how to undo it.
+// Switches only when the thread is on another device, or (with
+// make_context_current) has no context: cudaSetDevice makes the primary
+// context current (CUDA 12 and later), which driver-API calls on the legacy
+// stream need (cudaGetDevice alone does not).
+inline Status switch_device(int device, bool make_context_current, DeviceSwitch* out) {
+    *out = DeviceSwitch{};
+    CUcontext context = nullptr;
+    if (context_calls.get != nullptr && context_calls.get(&context) != CUDA_SUCCESS)
+        context = nullptr;
+    int current = -1;
+    GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
+    if (current == device && (context != nullptr || !make_context_current)) return kSuccess;
+    GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
+    *out = DeviceSwitch{true, context, current};
+    return kSuccess;
+}
+
+// Gives the thread exactly its previous state back: its previous context,
+// or none (cudaSetDevice of the previous ordinal would create a context on
+// GPU 0 for a thread that had none).
+inline void restore_device(const DeviceSwitch& s) {
+    if (!s.changed) return;
+    if (context_calls.set != nullptr)
+        (void)context_calls.set(s.previous_context);
+    else if (s.previous >= 0)
+        (void)cudaSetDevice(s.previous);
+}
+
+// switch_device while the guard lives, restore_device afterwards. Cheap when
+// the device already is current (one cuCtxGetCurrent and one cudaGetDevice).
 class ScopedDevice {
 public:
     ScopedDevice() = default;
     ScopedDevice(const ScopedDevice&) = delete;
     ScopedDevice& operator=(const ScopedDevice&) = delete;
-    ~ScopedDevice() {
-        if (!changed_) return;
-        if (context_calls.set != nullptr)
-            (void)context_calls.set(previous_context_);
-        else if (previous_ >= 0)
-            (void)cudaSetDevice(previous_);
-    }
+    ~ScopedDevice() { restore_device(switched_); }
 
-    // make_context_current: call cudaSetDevice even when device is already
-    // the current one but the thread has no context: it makes the primary
-    // context current on this thread (CUDA 12 and later), which driver-API
-    // calls on the legacy stream need (cudaGetDevice alone does not).
     Status enter(int device, bool make_context_current = false) {
-        CUcontext context = nullptr;
-        if (context_calls.get != nullptr && context_calls.get(&context) != CUDA_SUCCESS)
-            context = nullptr;
-        int current = -1;
-        GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
-        if (current == device && (context != nullptr || !make_context_current)) return kSuccess;
-        GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
-        changed_ = true;
-        previous_context_ = context;
-        previous_ = current;
-        return kSuccess;
+        restore_device(switched_);
+        return switch_device(device, make_context_current, &switched_);
     }
 
 private:
-    bool changed_ = false;
-    CUcontext previous_context_ = nullptr;
-    int previous_ = -1;
+    DeviceSwitch switched_;
 };
 
 }  // namespace gpucoll::cuda

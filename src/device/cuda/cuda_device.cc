@@ -467,19 +467,14 @@ public:
         return ordinal >= 0 && ordinal < device_count_ && driver_.primary_context_active(ordinal);
     }
     // Switches only when the thread is not on ordinal's context already, and
-    // gives the thread its previous context back (none, if it had none:
-    // cudaSetDevice of the previous ordinal would create a context there).
+    // gives the thread its previous context back (none, if it had none).
     Status enter_device(int ordinal, DeviceBinding* saved) override {
         *saved = DeviceBinding{};
         GPUCOLL_TRY(valid_ordinal(ordinal));
-        CUcontext previous = nullptr;
-        GPUCOLL_TRY(driver_.current_context(&previous));
-        int current = -1;
-        if (previous != nullptr && cudaGetDevice(&current) == cudaSuccess && current == ordinal)
-            return kSuccess;
-        GPUCOLL_TRY(check(cudaSetDevice(ordinal), "cudaSetDevice(%d)", ordinal));
-        saved->previous = reinterpret_cast<uintptr_t>(previous);
-        saved->changed = true;
+        DeviceSwitch s;
+        GPUCOLL_TRY(switch_device(ordinal, /*make_context_current=*/true, &s));
+        saved->previous = reinterpret_cast<uintptr_t>(s.previous_context);
+        saved->changed = s.changed;
         return kSuccess;
     }
     void leave_device(const DeviceBinding& saved) override {
@@ -551,6 +546,7 @@ private:
     }
     // The device holding ptr (device memory), else the current device.
     Status owning_device(const void* ptr, int* ordinal) const;
+    Status enter_copy_device(const void* dst, const void* src, ScopedDevice* scope);
     Status flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write);
 
     DriverApi driver_;
@@ -706,26 +702,28 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
         return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream->handle()),
                      "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
     }
-    // A thread without a context would create one on its current device
-    // (GPU 0 by default) for the copy: it runs on the GPU that holds the
-    // device memory instead, and the thread is left without one again.
     ScopedDevice on_device;
-    if (!thread_has_context()) {
-        int device = -1;
-        for (const void* p : {static_cast<const void*>(dst), src}) {
-            DriverApi::Attributes a;
-            bool known = false;
-            if (device < 0 && driver_.attributes(p, &a, &known) == kSuccess &&
-                a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
-                device = a.ordinal;
-        }
-        if (device >= 0) GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
-    }
+    GPUCOLL_TRY(enter_copy_device(dst, src, &on_device));
     // cudaMemcpy may return before a copy from pageable memory reaches the
     // device; waiting for the stream makes the copy complete on return.
     GPUCOLL_TRY(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy),
                       "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes));
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a copy of %zu bytes", bytes);
+}
+
+// A copy without a stream on a thread without a context would create one on
+// its current device (GPU 0 by default): it runs on the GPU that holds the
+// device memory instead, and the thread is left without one again.
+Status CudaDevice::enter_copy_device(const void* dst, const void* src, ScopedDevice* scope) {
+    if (thread_has_context()) return kSuccess;
+    for (const void* p : {dst, src}) {
+        DriverApi::Attributes a;
+        bool known = false;
+        if (driver_.attributes(p, &a, &known) == kSuccess &&
+            a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
+            return scope->enter(a.ordinal, /*make_context_current=*/true);
+    }
+    return kSuccess;
 }
 
 Status CudaDevice::memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
@@ -740,6 +738,8 @@ Status CudaDevice::memcpy_runs(void* dst, const void* src, const gpucoll_copy_ru
     // Without a stream: enqueued on the legacy stream, one wait for all (as
     // memcpy: complete on return, also from pageable memory).
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
+    ScopedDevice on_device;
+    if (cuda_stream == nullptr) GPUCOLL_TRY(enter_copy_device(dst, src, &on_device));
     // cudaMemcpy2D refuses pitches above cudaDevAttrMaxPitch (2^31 - 1 on
     // every GPU so far): wider ones are copied block by block.
     constexpr size_t kMaxPitch = 0x7fffffff;

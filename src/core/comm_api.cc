@@ -1,12 +1,14 @@
 // comm_api.cc - the C interface of communicators (gpucoll_comm_*): one node
 // (the node communicator alone), or several (a node communicator per node,
 // over a bootstrap of that node's ranks, and the hierarchy between nodes).
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/bootstrap.h"
+#include "common/log_line.h"
 #include "core/counters.h"
 #include "core/runtime.h"
 #include "device/device.h"
@@ -33,6 +35,7 @@ struct gpucoll_comm {
 
 namespace {
 
+using gpucoll::log_line;
 using gpucoll::Status;
 
 // Who a rank is, for the whole communicator: its node, backend and settings.
@@ -65,14 +68,6 @@ struct SubBootstrap {
     }
 };
 
-void log_line(const gpucoll_comm_config_t& c, int rank, int level, const std::string& msg) {
-    if (c.verbose < level) return;
-    if (c.log != nullptr)
-        c.log(level, msg.c_str());
-    else
-        std::fprintf(stderr, "gpucoll[%d]: %s\n", rank, msg.c_str());
-}
-
 // Several nodes: a node communicator per node, then the hierarchy; *out
 // stays null (on every rank) when either cannot be had.
 Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config_t& config,
@@ -95,9 +90,14 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
     s = gpucoll::inter::Hierarchy::create(bs, topo, config, comm->node->ordinal(),
                                           &comm->node->segment().header().abort, &comm->hierarchy);
     if (s == GPUCOLL_ERR_UNSUPPORTED) {
-        log_line(
-            config, bs.rank, 1,
-            std::string("accelerated path off between nodes (staged): ") + gpucoll::last_error());
+        // The user named the NICs: said once per process without verbose
+        // output too (a wrong name turns the path between nodes off).
+        static std::atomic<bool> said{false};
+        const bool given = config.rail_devices != nullptr && *config.rail_devices != '\0';
+        log_line(config, bs.rank, given && !said.exchange(true) ? 0 : 1,
+                 std::string("accelerated path off between nodes (staged): ") +
+                     gpucoll::last_error() +
+                     (given ? " (coll_gpucoll_rail_devices names the NICs)" : ""));
         return gpucoll::kSuccess;
     }
     GPUCOLL_TRY(s);
@@ -141,6 +141,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->thread_multiple = 0;
     config->progress_thread = -1;
     config->rails = 1;
+    config->rail_devices = nullptr;
     config->inter_bcast = 0;
     config->wait_warning_s = 60;
     config->verbose = 0;

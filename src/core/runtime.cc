@@ -1,5 +1,6 @@
 #include "core/runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace gpucoll {
@@ -9,28 +10,59 @@ Runtime::~Runtime() {
     staging_.release();
     // UCX may already be torn down by its own destructors at this point:
     // a transport still open is left to the exit.
-    (void)transport_.release();
+    for (TransportEntry& e : transports_)
+        if (e.transport != nullptr)
+            (void)std::make_unique<std::shared_ptr<inter::Transport>>(std::move(e.transport))
+                .release();
 }
 
 Status Runtime::transport(bool thread_multi, const std::string& net_devices,
-                          inter::Transport** out) {
+                          std::shared_ptr<inter::Transport>* out) {
     std::lock_guard<std::mutex> lock(transport_mutex_);
-    if (!transport_tried_) {
-        transport_tried_ = true;
-        if (inter::Transport::create(thread_multi, net_devices, &transport_) != kSuccess)
-            transport_error_ = last_error();
-    }
-    *out = transport_.get();
-    if (transport_ == nullptr)
-        return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", transport_error_.c_str());
+    out->reset();
+    if (transports_closed_)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "the inter-node transport was shut down");
+    for (const TransportEntry& e : transports_)
+        if (e.net_devices == net_devices) {
+            if (e.transport == nullptr)
+                return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", e.error.c_str());
+            *out = e.transport;
+            return kSuccess;
+        }
+    if (net_devices.empty())  // no preference: any NIC serves
+        for (const TransportEntry& e : transports_)
+            if (e.transport != nullptr) {
+                *out = e.transport;
+                return kSuccess;
+            }
+    // Another NIC: the transports nobody holds go (one UCX context each).
+    std::erase_if(transports_, [](const TransportEntry& e) {
+        return e.transport != nullptr && e.transport.use_count() == 1;
+    });
+    TransportEntry entry{net_devices, nullptr, {}};
+    std::unique_ptr<inter::Transport> created;
+    if (inter::Transport::create(thread_multi, net_devices, &created) == kSuccess)
+        entry.transport = std::move(created);
+    else
+        entry.error = last_error();
+    transports_.push_back(entry);
+    if (entry.transport == nullptr)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "%s", entry.error.c_str());
+    *out = entry.transport;
     return kSuccess;
+}
+
+size_t Runtime::transports_started() {
+    std::lock_guard<std::mutex> lock(transport_mutex_);
+    return static_cast<size_t>(
+        std::count_if(transports_.begin(), transports_.end(),
+                      [](const TransportEntry& e) { return e.transport != nullptr; }));
 }
 
 void Runtime::release_transport() {
     std::lock_guard<std::mutex> lock(transport_mutex_);
-    if (transport_ != nullptr) transport_error_ = "the inter-node transport was shut down";
-    transport_.reset();
-    transport_tried_ = true;
+    transports_.clear();
+    transports_closed_ = true;
 }
 
 std::string backend_from_environment() {

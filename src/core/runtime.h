@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/staging.h"
 #include "device/device.h"
@@ -39,13 +40,21 @@ public:
 
     StagingPool& staging() { return staging_; }
     intra::IpcCache& ipc_cache() { return ipc_cache_; }
-    // The inter-node transport, started by the first communicator that spans
-    // nodes (thread_multi: MPI_THREAD_MULTIPLE). A failure to start is
-    // remembered: later communicators get the same answer at once.
-    // net_devices: UCX_NET_DEVICES for it ("": UCX's choice); the first call decides.
-    Status transport(bool thread_multi, const std::string& net_devices, inter::Transport** out);
-    // Closes the transport's endpoints and worker (gpucoll_finalize): before
-    // the job's own network shuts down, never from a static destructor.
+    // An inter-node transport on net_devices (UCX_NET_DEVICES; "": UCX's
+    // choice, which any transport already started serves), shared by the
+    // communicators that ask for the same one (thread_multi:
+    // MPI_THREAD_MULTIPLE; the first start decides). A transport nobody
+    // holds any more is closed when another NIC's is started (a process
+    // set up before choosing its GPU, then again on its GPU's NIC, keeps
+    // one). A failure to start is remembered per NIC: later communicators
+    // get the same answer at once.
+    Status transport(bool thread_multi, const std::string& net_devices,
+                     std::shared_ptr<inter::Transport>* out);
+    // How many transports are started (tests, verbose output).
+    size_t transports_started();
+    // Closes the transports' endpoints and workers (gpucoll_finalize): before
+    // the job's own network shuts down, never from a static destructor. A
+    // communicator still holding one keeps it until it is freed.
     void release_transport();
 
 private:
@@ -60,10 +69,14 @@ private:
     // Declared after device_: destroyed first.
     StagingPool staging_;
     intra::IpcCache ipc_cache_;
+    struct TransportEntry {
+        std::string net_devices;
+        std::shared_ptr<inter::Transport> transport;  // nullptr: failed (error)
+        std::string error;
+    };
     std::mutex transport_mutex_;
-    std::unique_ptr<inter::Transport> transport_;
-    bool transport_tried_ = false;
-    std::string transport_error_;
+    std::vector<TransportEntry> transports_;
+    bool transports_closed_ = false;  // gpucoll_finalize ran
 };
 
 // The environment's choice: GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device, else "auto".

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -10,8 +11,10 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "common/bootstrap.h"
+#include "common/log_line.h"
 #include "common/machine.h"
 #include "core/runtime.h"
 #include "intra/node_layout.h"
@@ -93,17 +96,32 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
                          const gpucoll_comm_config_t& config, int ordinal,
                          const std::atomic<uint64_t>* node_abort, std::unique_ptr<Hierarchy>* out) {
     out->reset();
-    Transport* transport = nullptr;
     // Rails: each process on the NIC nearest its GPU (unless the user chose).
-    // The transport is the process's, started once: a process that had not
-    // chosen its GPU when its first communicator spanning nodes was set up
-    // leaves the NIC to UCX.
+    // A process that has not chosen its GPU yet leaves the NIC to UCX; set
+    // up again on its GPU, it gets a transport on that GPU's NIC (the one
+    // on UCX's choice is closed once no communicator holds it).
     std::string bus_id, rail_why;
     if (Device* dev = Runtime::instance().device(); dev != nullptr && ordinal >= 0)
         (void)dev->pci_bus_id(ordinal, &bus_id);
-    const std::string nic = intra::rail_net_device(config, bus_id, &rail_why);
-    const Status ts = Runtime::instance().transport(
-        config.thread_multiple != 0 || config.progress_thread != 0, nic, &transport);
+    const std::string nic = intra::rail_net_device(config, ordinal, bus_id, &rail_why);
+    const bool thread_multi = config.thread_multiple != 0 || config.progress_thread != 0;
+    std::shared_ptr<Transport> transport;
+    Status ts = Runtime::instance().transport(thread_multi, nic, &transport);
+    if (ts != kSuccess && !nic.empty()) {  // the NIC named is unusable: UCX chooses
+        // Said once per process, also without verbose output where the
+        // user named it (coll_gpucoll_rail_devices).
+        static std::atomic<bool> said{false};
+        const bool given = config.rail_devices != nullptr && *config.rail_devices != '\0';
+        if (!said.exchange(true))
+            log_line(config, topo.rank, given ? 0 : 1,
+                     "UCX on network device " + nic + " (" + rail_why +
+                         ") failed: " + last_error() + "; UCX chooses the network device instead");
+        ts = Runtime::instance().transport(thread_multi, "", &transport);
+    } else {
+        log_line(config, topo.rank, 10,
+                 "network device " + (nic.empty() ? std::string("of UCX's choice") : nic) + ": " +
+                     rail_why);
+    }
     const std::string why = ts == kSuccess ? "" : last_error();
     bool all_ok = false;
     GPUCOLL_TRY(bootstrap_agree(bs, ts == kSuccess, &all_ok));
@@ -115,6 +133,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
 
     // The communicator id, then every rank's worker address (padded).
     std::unique_ptr<Hierarchy> h(new Hierarchy());
+    h->transport_ = transport;
     uint32_t comm_id = 0;
     for (unsigned attempt = 0;; ++attempt) {
         // A retry proposes past the collision, apart from a concurrent
@@ -176,8 +195,8 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
             eps.push_back(ep);
         }
         if (ok) {
-            *group = std::make_unique<Group>(transport, device, std::move(eps), topo.node, comm_id,
-                                             mine, node_abort);
+            *group = std::make_unique<Group>(transport.get(), device, std::move(eps), topo.node,
+                                             comm_id, mine, node_abort);
             ok = (*group)->start() == kSuccess;
         }
     };

@@ -82,6 +82,7 @@ public:
     // The group this rank exchanges verdicts over (rail, or leaders when the
     // nodes have different numbers of ranks); nullptr: read the leader's.
     Group* verdict_group() const { return rail_ ? rail_.get() : leaders_.get(); }
+    // "UCX 1.13.1, memory types: host, network device lo" (the rail).
     const std::string& description() const { return description_; }
     // The transports of this rank's endpoints to other nodes (UCX 1.14+).
     const std::string& lanes() const { return lanes_; }
@@ -104,6 +105,8 @@ private:
     // Mine and the members' verdicts (theirs[me] unused) into one.
     Status combine(const Group& g, const Verdict& mine, const std::vector<Verdict>& theirs,
                    Verdict* out) const;
+    // First: its groups' endpoints and requests are the transport's.
+    std::shared_ptr<Transport> transport_;
     Topology topo_;
     std::unique_ptr<Group> rail_, leaders_;
     std::string description_, lanes_;

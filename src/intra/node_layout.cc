@@ -7,6 +7,7 @@
 #include <mutex>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "common/machine.h"
 #include "topo/report.h"
@@ -84,12 +85,35 @@ LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int n
     return v;
 }
 
-std::string rail_net_device(const gpucoll_comm_config_t& config, const std::string& gpu_bus_id,
-                            std::string* why) {
+std::string rail_device_of(const std::string& list, int ordinal) {
+    std::vector<std::string> entries(1);
+    for (char c : list) {
+        if (c == ',')
+            entries.emplace_back();
+        else if (c != ' ' && c != '\t')
+            entries.back() += c == '+' ? ',' : c;
+    }
+    if (ordinal < 0) return {};
+    return entries[static_cast<size_t>(ordinal) % entries.size()];
+}
+
+std::string rail_net_device(const gpucoll_comm_config_t& config, int ordinal,
+                            const std::string& gpu_bus_id, std::string* why) {
     const char* user = std::getenv("UCX_NET_DEVICES");
     if (config.rails == 0) {
         *why = "rails off (coll_gpucoll_rails)";
         return {};
+    }
+    if (config.rail_devices != nullptr && *config.rail_devices != '\0') {
+        if (ordinal < 0) {
+            *why = "no GPU chosen yet";
+            return {};
+        }
+        std::string nic = rail_device_of(config.rail_devices, ordinal);
+        *why = nic.empty() ? "coll_gpucoll_rail_devices leaves GPU " + std::to_string(ordinal) +
+                                 "'s NIC to UCX"
+                           : "coll_gpucoll_rail_devices for GPU " + std::to_string(ordinal);
+        return nic;
     }
     if (user != nullptr && *user != '\0') {
         *why = "UCX_NET_DEVICES set by the user";

@@ -48,7 +48,12 @@ topo::Layout agree_layout(const topo::Machine* machine, const std::vector<Layout
 // Empty (UCX chooses) where the user set UCX_NET_DEVICES, the topology
 // comes from a file, the GPU has no PCI bus id (emu) or the machine has no
 // such RDMA device (plain Ethernet ports are never pinned); *why says which.
-std::string rail_net_device(const gpucoll_comm_config_t& config, const std::string& gpu_bus_id,
-                            std::string* why);
+// config.rail_devices, where given, names it for GPU ordinal instead.
+std::string rail_net_device(const gpucoll_comm_config_t& config, int ordinal,
+                            const std::string& gpu_bus_id, std::string* why);
+
+// Entry ordinal (modulo their number) of a comma-separated list of NICs per
+// GPU, spaces trimmed, '+' joining several NICs of one GPU ("a+b" -> "a,b").
+std::string rail_device_of(const std::string& list, int ordinal);
 
 }  // namespace gpucoll::intra

@@ -33,7 +33,9 @@
 #     nonblocking and persistent: staged everywhere, correct, no hang.
 # 13. the GPU chosen after MPI_Comm_split_type, one per rank (emu, 4
 #     emulated GPUs; 2x2 and 2+1+1): every node sets the communicator up
-#     again on the right GPU and the calls are accelerated and right.
+#     again on the right GPU and the calls are accelerated and right;
+#     with the NIC of each GPU given, the UCX context of a rank set up again
+#     is on its GPU's NIC (rails after the choice).
 # 14. coll_gpucoll_inter_chunk_size near 2^62 (a bcast chain across three
 #     nodes divided by zero): bounded to 64 MiB with a message, results right.
 # Skipped when gpucoll was built without UCX.
@@ -189,6 +191,18 @@ if [ "$TEST_DEVICE" = emu ]; then
         run_mpi 4 --mca coll_gpucoll_device emu $tcp --mca coll_gpucoll_progress_thread on \
             -x GPUCOLL_EMU_DEVICES=4 -- sh -c "$(fake "$shape")" "$MPI_TESTDIR/test_device_choice"
     done
+    echo "== 13b. rails after the choice: set up again on its GPU, a rank's UCX is on its GPU's NIC"
+    # The NIC of each GPU given (coll_gpucoll_rail_devices; emu GPUs have no
+    # PCI bus id to discover one from). Set up before the choice: UCX's
+    # choice (no NIC named); set up again on the GPU: that GPU's NIC. Before,
+    # the first transport was the process's for good.
+    run_mpi 4 --mca coll_gpucoll_device emu -x UCX_TLS=tcp,self --mca coll_gpucoll_verbose 1 \
+        --mca coll_gpucoll_rail_devices lo -x GPUCOLL_EMU_DEVICES=4 -- \
+        sh -c "$(fake "2 2")" "$MPI_TESTDIR/test_device_choice"
+    before=$(grep 'between nodes: ' "$MPI_OUT" | grep -vc 'network device' || true)
+    after=$(grep -c 'between nodes: .*, network device lo' "$MPI_OUT" || true)
+    [ "$before" -ge 4 ] && [ "$after" -ge 4 ] ||
+        fail "expected each rank set up on UCX's NIC, then on its GPU's (lo): $before, $after lines"
 fi
 
 echo "== 14. an absurd coll_gpucoll_inter_chunk_size: bounded, said once per process"

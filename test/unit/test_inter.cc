@@ -23,6 +23,7 @@
 #include "calls.h"
 #include "common/sanitizers.h"
 #include "config.h"
+#include "core/runtime.h"
 #include "device/host_ranges.h"
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
@@ -744,6 +745,63 @@ TEST(InterTransport, HostQueryDoesNotMoveTheBreakUnderUcxHooks) {
 #endif
     const int failed = ForkGroup::run(1, 60, run_rank_heap_query_race);
     EXPECT_EQ(failed, 0) << "the heap was corrupted (output above)";
+}
+
+// The process's transports, one per NIC asked for: a communicator set up
+// before its process chose a GPU takes UCX's choice (""); set up again on
+// its GPU's NIC (rails), it gets a transport there, and the first one,
+// held by nobody any more, is closed when that one starts. Before, the
+// first transport was the process's for good: no rail for an application
+// that chose its GPU after MPI_Comm_split_type.
+int run_rank_transports_per_nic(int rank, gpucoll_bootstrap_t&) {
+    using gpucoll::Runtime;
+    using gpucoll::inter::Transport;
+    Checker k{rank};
+    unsetenv("UCX_NET_DEVICES");
+    Runtime& rt = Runtime::instance();
+    std::shared_ptr<Transport> any, again, lo, served;
+    k.check(rt.transport(false, "", &any) == GPUCOLL_SUCCESS, "UCX's choice: %s",
+            gpucoll_last_error());
+    k.check(rt.transport(false, "", &again) == GPUCOLL_SUCCESS && again == any, "%s",
+            "a second communicator shares the transport");
+    k.check(rt.transport(false, "lo", &lo) == GPUCOLL_SUCCESS && lo != nullptr && lo != any, "%s",
+            "a transport on the NIC asked for");
+    k.check(rt.transports_started() == 2, "%s", "the held transport stays open");
+    if (lo != nullptr)
+        k.check(lo->description().find("network device lo") != std::string::npos, "description: %s",
+                lo->description());
+    k.check(rt.transport(false, "", &served) == GPUCOLL_SUCCESS && served != nullptr, "%s",
+            "no preference: any transport serves");
+    const std::weak_ptr<Transport> first = any;
+    any.reset();
+    again.reset();
+    if (served != lo) served.reset();
+    std::shared_ptr<Transport> lo_again;
+    k.check(rt.transport(false, "lo", &lo_again) == GPUCOLL_SUCCESS && lo_again == lo, "%s",
+            "the same NIC shares");
+    k.check(!first.expired(), "%s", "nothing started: nothing closed");
+    // Another NIC (one UCX does not have: whether it starts does not
+    // matter) closes the transports nobody holds.
+    std::shared_ptr<Transport> bogus;
+    const int b1 = rt.transport(false, "gpucoll_no_such_nic0", &bogus);
+    k.check(first.expired(), "%s", "the unheld transport was closed");
+    const int b2 = rt.transport(false, "gpucoll_no_such_nic0", &bogus);
+    k.check(b1 == b2, "%s", "the answer for a NIC is remembered");
+    rt.release_transport();  // gpucoll_finalize
+    k.check(lo != nullptr && !lo->address().empty(), "%s", "a held transport outlives finalize");
+    std::shared_ptr<Transport> late;
+    k.check(rt.transport(false, "", &late) != GPUCOLL_SUCCESS && late == nullptr, "%s",
+            "none after finalize");
+    return k.failures;
+}
+
+TEST(InterTransport, OnePerNicAskedForUnheldOnesClosed) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX";
+#endif
+    use_tcp_loopback();
+    const int failed = ForkGroup::run(1, 60, run_rank_transports_per_nic);
+    EXPECT_EQ(failed, 0) << failed << " rank(s) failed (their output above)";
 }
 
 class InterNonblocking : public ::testing::TestWithParam<std::vector<int>> {};

@@ -374,31 +374,60 @@ TEST(TopoRails, OnlyOnThisMachineAndUnlessTheUserChose) {
     unsetenv("HWLOC_XMLFILE");
     unsetenv("UCX_NET_DEVICES");
     unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // one process: UCX keeps every NIC
-    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "0000:18:00.0", &why), "");
     EXPECT_NE(why.find("one process"), std::string::npos) << why;
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
     config.rails = 0;
-    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "0000:18:00.0", &why), "");
     EXPECT_NE(why.find("rails off"), std::string::npos) << why;
     config.rails = 1;
     setenv("UCX_NET_DEVICES", "lo", 1);
-    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "0000:18:00.0", &why), "");
     EXPECT_NE(why.find("UCX_NET_DEVICES"), std::string::npos);
     unsetenv("UCX_NET_DEVICES");
-    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "", &why), "");  // emu
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "", &why), "");  // emu
     EXPECT_NE(why.find("no PCI bus id"), std::string::npos);
     const std::string xml = fixture("dgx_h100.xml");
     config.topology_file = xml.c_str();  // a file describes another machine
-    EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+    EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "0000:18:00.0", &why), "");
     EXPECT_NE(why.find("file"), std::string::npos);
     config.topology_file = nullptr;
     Machine here;
     ASSERT_EQ(discover({}, &here), gpucoll::kSuccess);
     if (here.gpus.empty()) {  // this machine: the bus id is no GPU of it
-        EXPECT_EQ(gpucoll::intra::rail_net_device(config, "0000:18:00.0", &why), "");
+        EXPECT_EQ(gpucoll::intra::rail_net_device(config, 0, "0000:18:00.0", &why), "");
         EXPECT_NE(why.find("not in the discovered topology"), std::string::npos) << why;
     }
     unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
+// coll_gpucoll_rail_devices: the NIC of each GPU, given (containers where
+// hwloc sees no PCI tree); it wins over every discovery rule, not over
+// rails off.
+TEST(TopoRails, GivenPerGpu) {
+    using gpucoll::intra::rail_device_of;
+    using gpucoll::intra::rail_net_device;
+    EXPECT_EQ(rail_device_of("mlx5_0:1, mlx5_1:1", 0), "mlx5_0:1");
+    EXPECT_EQ(rail_device_of("mlx5_0:1, mlx5_1:1", 1), "mlx5_1:1");
+    EXPECT_EQ(rail_device_of("mlx5_0:1, mlx5_1:1", 7), "mlx5_1:1");  // modulo the list
+    EXPECT_EQ(rail_device_of("a+b,c", 0), "a,b");                    // two NICs for GPU 0
+    EXPECT_EQ(rail_device_of("a,,c", 1), "");                        // UCX chooses for GPU 1
+    EXPECT_EQ(rail_device_of("a", -1), "");
+    gpucoll_comm_config_t config;
+    gpucoll_comm_config_init(&config);
+    EXPECT_EQ(config.rail_devices, nullptr);
+    config.rail_devices = "lo,mlx5_1:1";
+    std::string why;
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // one process: still the given NIC
+    setenv("UCX_NET_DEVICES", "eth9", 1);    // the given list wins over the user's variable
+    EXPECT_EQ(rail_net_device(config, 1, "", &why), "mlx5_1:1");  // no bus id (emu): given
+    EXPECT_NE(why.find("GPU 1"), std::string::npos) << why;
+    EXPECT_EQ(rail_net_device(config, -1, "", &why), "");  // no GPU chosen yet
+    EXPECT_NE(why.find("no GPU"), std::string::npos) << why;
+    config.rails = 0;
+    EXPECT_EQ(rail_net_device(config, 0, "", &why), "");
+    EXPECT_NE(why.find("rails off"), std::string::npos) << why;
+    unsetenv("UCX_NET_DEVICES");
 }
 
 TEST(TopoRails, InactivePortsAreSkipped) {

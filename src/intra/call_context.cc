@@ -43,7 +43,7 @@ Status CallContext::resolve(int p, int which, char** out) {
         GPUCOLL_TRY(comm.resolve_internal(p, desc, &addr, &mapped));
     } else {
         std::shared_ptr<IpcMapping> pin;
-        GPUCOLL_TRY(comm.cache().resolve(device, comm.pid(p), desc, &addr, &pin));
+        GPUCOLL_TRY(comm.cache().resolve(device, comm.ordinal(), comm.pid(p), desc, &addr, &pin));
         if (pin) {
             mapped = pin->size();
             pins_.push_back(std::move(pin));

@@ -53,13 +53,13 @@ Status IpcCache::describe(Device* device, const void* ptr, const PointerInfo& in
     return s;
 }
 
-Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
-                         std::shared_ptr<IpcMapping>* pin) {
+Status IpcCache::resolve(Device* device, int ordinal, int owner_pid, const BufferDesc& desc,
+                         void** out, std::shared_ptr<IpcMapping>* pin) {
     if (owner_pid == getpid()) {  // our own memory (or a thread-rank of this process)
         *out = reinterpret_cast<char*>(desc.base) + desc.offset;
         return kSuccess;
     }
-    const Key key{owner_pid, desc.buffer_id};
+    const Key key{owner_pid, desc.buffer_id, ordinal};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = imports_.find(key);
     if (it == imports_.end()) {
@@ -80,7 +80,6 @@ Status IpcCache::resolve(Device* device, int owner_pid, const BufferDesc& desc, 
                  .emplace(key, Import{std::shared_ptr<IpcMapping>(std::move(mapping)), lru_.begin(),
                                       desc.base, end})
                  .first;
-        by_base_[{owner_pid, desc.base}] = desc.buffer_id;
     } else {
         lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
@@ -107,7 +106,7 @@ Status IpcCache::import_locked(Device* device, int owner_pid, const BufferDesc& 
     bool dropped = false;
     for (auto it = imports_.begin(); it != imports_.end();) {
         auto next = std::next(it);
-        if (it->first.first == owner_pid && it->first.second != desc.buffer_id) {
+        if (it->first.pid == owner_pid && it->first.buffer_id != desc.buffer_id) {
             erase_locked(it);
             dropped = true;
         }
@@ -118,23 +117,17 @@ Status IpcCache::import_locked(Device* device, int owner_pid, const BufferDesc& 
 
 void IpcCache::forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t end,
                                          uint64_t keep_id) {
-    // Cached ranges of one owner never overlap each other, so the candidates
-    // are the entries starting in [base, end) and the one just before base.
-    auto it = by_base_.lower_bound({owner_pid, base});
-    if (it != by_base_.begin() && std::prev(it)->first.first == owner_pid) --it;
-    while (it != by_base_.end() && it->first.first == owner_pid && it->first.second < end) {
+    for (auto it = imports_.begin(); it != imports_.end();) {
         auto next = std::next(it);
-        auto found = imports_.find({owner_pid, it->second});
-        if (found != imports_.end() && found->second.end > base && it->second != keep_id)
-            erase_locked(found);  // also erases it from by_base_
+        if (it->first.pid == owner_pid && it->first.buffer_id != keep_id && it->second.base < end &&
+            it->second.end > base)
+            erase_locked(it);
         it = next;
     }
 }
 
 void IpcCache::erase_locked(std::map<Key, Import>::iterator it) {
     bytes_ -= std::min(bytes_, it->second.mapping->size());
-    auto b = by_base_.find({it->first.first, it->second.base});
-    if (b != by_base_.end() && b->second == it->first.second) by_base_.erase(b);
     lru_.erase(it->second.lru);
     imports_.erase(it);
 }
@@ -170,7 +163,6 @@ void IpcCache::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     imports_.clear();
     lru_.clear();
-    by_base_.clear();
     bytes_ = 0;
     exports_.clear();
     unexportable_.clear();

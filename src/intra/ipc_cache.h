@@ -2,9 +2,12 @@
 //
 // Opening an IPC handle is expensive (and CUDA allows it once per context),
 // so mappings of peers' allocations are kept, keyed by (owner pid, unique
-// buffer id) - never by address: memory freed and allocated again at the same
-// address has a new buffer id, so a stale mapping is never returned. The
-// import cache is bounded (least recently used goes first).
+// buffer id, the GPU that mapped it) - never by address: memory freed and
+// allocated again at the same address has a new buffer id, so a stale
+// mapping is never returned; and a mapping opened in one GPU's context is
+// no address for another GPU's kernels (a process set up again on another
+// GPU, or using two). The import cache is bounded (least recently used
+// goes first).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <utility>
 
 #include "device/device.h"
 #include "intra/shared_segment.h"
@@ -30,9 +32,11 @@ public:
     Status describe(Device* device, const void* ptr, BufferDesc* desc);
     // The same, for a pointer the caller has just queried (info).
     Status describe(Device* device, const void* ptr, const PointerInfo& info, BufferDesc* desc);
-    // This process's address of the buffer that owner_pid described. *pin
-    // keeps the mapping alive while the caller uses it, even if evicted.
-    Status resolve(Device* device, int owner_pid, const BufferDesc& desc, void** out,
+    // This process's address of the buffer that owner_pid described, for
+    // the kernels of GPU ordinal (current while this runs: the mapping is
+    // opened in its context). *pin keeps the mapping alive while the caller
+    // uses it, even if evicted.
+    Status resolve(Device* device, int ordinal, int owner_pid, const BufferDesc& desc, void** out,
                    std::shared_ptr<IpcMapping>* pin);
 
     // Maps a peer's allocation outside the cache (a communicator's internal
@@ -54,7 +58,12 @@ public:
     void clear();
 
 private:
-    using Key = std::pair<int, uint64_t>;  // owner pid, buffer id
+    struct Key {
+        int pid;             // the owner
+        uint64_t buffer_id;  // the owner's
+        int ordinal;         // the GPU whose context mapped it
+        auto operator<=>(const Key&) const = default;
+    };
     struct Import {
         std::shared_ptr<IpcMapping> mapping;
         std::list<Key>::iterator lru;
@@ -65,7 +74,8 @@ private:
     void evict_locked(size_t incoming);
     void erase_locked(std::map<Key, Import>::iterator it);
     // Closes the cached mappings of owner_pid overlapping [base, end) in the
-    // owner's address space, except buffer keep_id.
+    // owner's address space, except buffer keep_id (a scan: the cache holds
+    // a few hundred entries at most, and imports are rare).
     void forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t end, uint64_t keep_id);
     Status import_locked(Device* device, int owner_pid, const BufferDesc& desc,
                          std::unique_ptr<IpcMapping>* out);
@@ -75,8 +85,7 @@ private:
     size_t capacity_bytes_ = 0;  // 0 until a communicator sets it: no byte bound
     size_t bytes_ = 0;           // sum of the cached mappings' sizes
     std::map<Key, Import> imports_;
-    std::list<Key> lru_;                                    // front: most recently used
-    std::map<std::pair<int, uint64_t>, uint64_t> by_base_;  // (pid, owner base) -> buffer id
+    std::list<Key> lru_;                     // front: most recently used
     std::map<uint64_t, IpcHandle> exports_;  // by local buffer id; unexportable: not here
     std::list<uint64_t> export_order_;
     std::set<uint64_t> unexportable_;  // local buffer ids IPC refused (bounded like exports_)

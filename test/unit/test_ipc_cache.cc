@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -115,7 +116,7 @@ TEST_F(IpcCacheAcrossProcesses, FreedAndReallocatedPeerBuffersResolveToTheNewCon
         void* addr = nullptr;
         std::shared_ptr<gpucoll::IpcMapping> pin;
         if (round % 2 == 0) {
-            ASSERT_EQ(cache.resolve(dev_.get(), child_, desc, &addr, &pin), gpucoll::kSuccess)
+            ASSERT_EQ(cache.resolve(dev_.get(), 0, child_, desc, &addr, &pin), gpucoll::kSuccess)
                 << gpucoll::last_error();
         } else {
             // A communicator's internal buffer: mapped outside the cache, yet
@@ -137,6 +138,51 @@ TEST_F(IpcCacheAcrossProcesses, FreedAndReallocatedPeerBuffersResolveToTheNewCon
     // The case this test is about must have happened.
     EXPECT_GT(reused, 0) << "the peer never allocated at a freed buffer's address";
     RecordProperty("address_reuses", reused);
+}
+
+// A mapping opened in one GPU's context is no address for another GPU's
+// kernels: a process set up again on another GPU (or using two) maps the
+// peer's buffer again there. Before, the cache was keyed by owner and
+// buffer only and handed GPU 0's mapping to GPU 1 (emu: its reductions
+// refuse it; CUDA: an illegal address).
+TEST_F(IpcCacheAcrossProcesses, EachGpuGetsItsOwnMapping) {
+    setenv("GPUCOLL_EMU_DEVICES", "2", 1);
+    dev_ = gpucoll::make_emu_device();
+    unsetenv("GPUCOLL_EMU_DEVICES");
+    ASSERT_EQ(dev_->device_count(), 2);
+    start(/*keep=*/true);
+    IpcCache cache(64);
+    const BufferDesc desc = next();
+    void* addr[2] = {};
+    std::shared_ptr<gpucoll::IpcMapping> pin[2];
+    for (int round = 0; round < 3; ++round)
+        for (int ordinal = 0; ordinal < 2; ++ordinal) {
+            SCOPED_TRACE(testing::Message() << "GPU " << ordinal << ", round " << round);
+            ASSERT_EQ(dev_->set_current_device(ordinal), gpucoll::kSuccess);
+            void* got = nullptr;
+            std::shared_ptr<gpucoll::IpcMapping> p;
+            ASSERT_EQ(cache.resolve(dev_.get(), ordinal, child_, desc, &got, &p), gpucoll::kSuccess)
+                << gpucoll::last_error();
+            if (round == 0) {
+                addr[ordinal] = got;
+                pin[ordinal] = p;
+            }
+            EXPECT_EQ(p, pin[ordinal]) << "cached per GPU";
+            gpucoll::PointerInfo info;
+            ASSERT_EQ(dev_->query(got, &info), gpucoll::kSuccess);
+            EXPECT_EQ(info.device, ordinal) << "mapped in this GPU's context";
+        }
+    EXPECT_NE(pin[0], pin[1]);
+    unsigned char first = 0;
+    ASSERT_EQ(dev_->memcpy(&first, addr[1], 1, nullptr), gpucoll::kSuccess);
+    EXPECT_EQ(first, 1);
+    pin[0].reset();
+    pin[1].reset();
+    for (int round = 0; round < kRounds; ++round) {
+        if (round > 0) (void)next();
+        ack();
+    }
+    EXPECT_EQ(finish(), 0) << "the peer failed";
 }
 
 TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
@@ -182,7 +228,7 @@ TEST_F(IpcCacheAcrossProcesses, MappedBytesStayWithinTheBound) {
         const BufferDesc desc = next();
         void* addr = nullptr;
         std::shared_ptr<gpucoll::IpcMapping> pin;
-        ASSERT_EQ(cache.resolve(dev_.get(), child_, desc, &addr, &pin), gpucoll::kSuccess)
+        ASSERT_EQ(cache.resolve(dev_.get(), 0, child_, desc, &addr, &pin), gpucoll::kSuccess)
             << gpucoll::last_error();
         unsigned char first = 0, last = 0;
         ASSERT_EQ(dev_->memcpy(&first, addr, 1, nullptr), gpucoll::kSuccess);

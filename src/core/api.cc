@@ -320,9 +320,10 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
     if (count > SIZE_MAX / elem)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_reduce: %zu elements overflow size_t",
                          count);
+    // The scope first: the copies are freed inside it, on the result's GPU.
+    DeviceScope on_result;
     auto release = [d](void* p) { (void)d->free(p); };
     std::unique_ptr<void, decltype(release)> copies[2] = {{nullptr, release}, {nullptr, release}};
-    DeviceScope on_result;
     for (int k = 0; k < 2; ++k) {
         PointerInfo info;
         GPUCOLL_TRY(d->query(srcs[k], &info));

@@ -6,8 +6,10 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <mutex>
 
 #include "common/status.h"
 
@@ -70,37 +72,84 @@ inline Status check(cudaError_t e, const char* what, ...) {
                      error_hint(e));
 }
 
-// The driver's cuCtxGetCurrent / cuCtxSetCurrent, resolved by the device at
-// its initialisation (the library reaches the driver only through entry
-// points); null before.
+// The driver's context calls, resolved by the device at its initialisation
+// (the library reaches the driver only through entry points); null before.
 struct ContextCalls {
     PFN_cuCtxGetCurrent_v4000 get = nullptr;
     PFN_cuCtxSetCurrent_v4000 set = nullptr;
+    PFN_cuCtxGetDevice_v2000 get_device = nullptr;
+    PFN_cuDeviceGet_v2000 device_get = nullptr;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = nullptr;
 };
 inline ContextCalls context_calls;
+
+// Each GPU's primary context (the runtime's), retained once for the process
+// the first time a thread is switched to it (never released: the process
+// uses that GPU). kMaxPrimary GPUs are switched to with the driver; beyond,
+// with cudaSetDevice.
+constexpr int kMaxPrimary = 64;
+inline std::atomic<CUcontext> primary_contexts[kMaxPrimary];
+inline std::mutex primary_mutex;
+
+// GPU device's primary context, or nullptr where the driver calls are not
+// there (then cudaSetDevice switches).
+inline Status primary_context(int device, CUcontext* out) {
+    *out = nullptr;
+    if (context_calls.retain == nullptr || device < 0 || device >= kMaxPrimary) return kSuccess;
+    *out = primary_contexts[device].load(std::memory_order_acquire);
+    if (*out != nullptr) return kSuccess;
+    std::lock_guard<std::mutex> lock(primary_mutex);
+    *out = primary_contexts[device].load(std::memory_order_relaxed);
+    if (*out != nullptr) return kSuccess;
+    CUdevice handle = 0;
+    CUcontext context = nullptr;
+    if (context_calls.device_get(&handle, device) != CUDA_SUCCESS ||
+        context_calls.retain(&context, handle) != CUDA_SUCCESS || context == nullptr)
+        return set_error(GPUCOLL_ERR_DEVICE, "cannot retain GPU %d's primary context", device);
+    primary_contexts[device].store(context, std::memory_order_release);
+    *out = context;
+    return kSuccess;
+}
 
 // What switch_device changed, for restore_device.
 struct DeviceSwitch {
     bool changed = false;
+    bool with_runtime = false;             // switched with cudaSetDevice
     CUcontext previous_context = nullptr;  // maybe none
-    int previous = -1;                     // cudaGetDevice's answer before
+    int previous = -1;                     // cudaGetDevice's answer before (with_runtime)
 };
 
-// Makes device current for the calling thread; *out says how to undo it.
-// Switches only when the thread is on another device, or (with
-// make_context_current) has no context: cudaSetDevice makes the primary
-// context current (CUDA 12 and later), which driver-API calls on the legacy
-// stream need (cudaGetDevice alone does not).
-inline Status switch_device(int device, bool make_context_current, DeviceSwitch* out) {
+// Makes device current for the calling thread, with a context (the work
+// that follows needs one); *out says how to undo it. A thread already on a
+// context of device stays on it. Otherwise device's primary context is made
+// current with the driver (cuCtxSetCurrent): the runtime works in the
+// current context, and its own choice of device for the thread (what
+// cudaGetDevice says once no context is current) stays as it was.
+inline Status switch_device(int device, DeviceSwitch* out) {
     *out = DeviceSwitch{};
     CUcontext context = nullptr;
     if (context_calls.get != nullptr && context_calls.get(&context) != CUDA_SUCCESS)
         context = nullptr;
+    if (context != nullptr && context_calls.get_device != nullptr) {
+        CUdevice current = -1, wanted = -1;
+        if (context_calls.get_device(&current) == CUDA_SUCCESS &&
+            context_calls.device_get(&wanted, device) == CUDA_SUCCESS && current == wanted)
+            return kSuccess;
+    }
+    CUcontext primary = nullptr;
+    GPUCOLL_TRY(primary_context(device, &primary));
+    if (primary != nullptr) {
+        if (context_calls.set(primary) != CUDA_SUCCESS)
+            return set_error(GPUCOLL_ERR_DEVICE, "cannot make GPU %d's context current", device);
+        *out = DeviceSwitch{true, false, context, -1};
+        return kSuccess;
+    }
+    // Without the driver's calls (or beyond kMaxPrimary GPUs).
     int current = -1;
     GPUCOLL_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
-    if (current == device && (context != nullptr || !make_context_current)) return kSuccess;
+    if (current == device && context != nullptr) return kSuccess;
     GPUCOLL_TRY(check(cudaSetDevice(device), "cudaSetDevice(%d)", device));
-    *out = DeviceSwitch{true, context, current};
+    *out = DeviceSwitch{true, true, context, current};
     return kSuccess;
 }
 
@@ -116,7 +165,8 @@ inline void restore_device(const DeviceSwitch& s) {
 }
 
 // switch_device while the guard lives, restore_device afterwards. Cheap when
-// the device already is current (one cuCtxGetCurrent and one cudaGetDevice).
+// the device already is current (cuCtxGetCurrent, cuCtxGetDevice and
+// cuDeviceGet).
 class ScopedDevice {
 public:
     ScopedDevice() = default;
@@ -124,9 +174,10 @@ public:
     ScopedDevice& operator=(const ScopedDevice&) = delete;
     ~ScopedDevice() { restore_device(switched_); }
 
-    Status enter(int device, bool make_context_current = false) {
+    Status enter(int device) {
         restore_device(switched_);
-        return switch_device(device, make_context_current, &switched_);
+        switched_ = DeviceSwitch{};
+        return switch_device(device, &switched_);
     }
 
 private:

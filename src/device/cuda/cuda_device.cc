@@ -62,7 +62,11 @@ public:
         GPUCOLL_TRY(resolve("cuGetErrorString", &get_error_string_));
         GPUCOLL_TRY(resolve("cuCtxGetCurrent", &ctx_get_current_));
         GPUCOLL_TRY(resolve("cuCtxSetCurrent", &ctx_set_current_));
-        context_calls = ContextCalls{ctx_get_current_, ctx_set_current_};  // for ScopedDevice
+        ContextCalls calls{ctx_get_current_, ctx_set_current_, nullptr, nullptr, nullptr};
+        GPUCOLL_TRY(resolve("cuCtxGetDevice", &calls.get_device));
+        GPUCOLL_TRY(resolve("cuDeviceGet", &calls.device_get));
+        GPUCOLL_TRY(resolve("cuDevicePrimaryCtxRetain", &calls.retain));
+        context_calls = calls;  // for ScopedDevice
         GPUCOLL_TRY(resolve("cuDevicePrimaryCtxGetState", &primary_ctx_get_state_));
         GPUCOLL_TRY(resolve("cuDeviceTotalMem", &device_total_mem_));
         // Stream memory operations are optional: without them, device flags
@@ -419,12 +423,9 @@ public:
     CudaIpcMapping& operator=(const CudaIpcMapping&) = delete;
     ~CudaIpcMapping() override {
         if (!opened_) return;
-        int current = -1;
-        if (cudaGetDevice(&current) == cudaSuccess &&
-            (current == device_ || cudaSetDevice(device_) == cudaSuccess)) {
-            (void)cudaIpcCloseMemHandle(address_);
-            if (current != device_) (void)cudaSetDevice(current);
-        }
+        // Closed in the context that opened it; the thread left as it was.
+        ScopedDevice on_device;
+        if (on_device.enter(device_) == kSuccess) (void)cudaIpcCloseMemHandle(address_);
         (void)cudaGetLastError();
     }
 
@@ -472,7 +473,7 @@ public:
         *saved = DeviceBinding{};
         GPUCOLL_TRY(valid_ordinal(ordinal));
         DeviceSwitch s;
-        GPUCOLL_TRY(switch_device(ordinal, /*make_context_current=*/true, &s));
+        GPUCOLL_TRY(switch_device(ordinal, &s));
         saved->previous = reinterpret_cast<uintptr_t>(s.previous_context);
         saved->changed = s.changed;
         return kSuccess;
@@ -546,7 +547,8 @@ private:
     }
     // The device holding ptr (device memory), else the current device.
     Status owning_device(const void* ptr, int* ordinal) const;
-    Status enter_copy_device(const void* dst, const void* src, ScopedDevice* scope);
+    Status enter_memory_device(const void* dst, const void* src, ScopedDevice* scope);
+    Status enter_used_device(ScopedDevice* scope);
     Status flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write);
 
     DriverApi driver_;
@@ -575,8 +577,7 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
         // no CUDA call yet): try once more on the pointer's device.
         int ordinal = -1;
         ScopedDevice on_device;
-        if (driver_.ordinal(ptr, &ordinal) == kSuccess &&
-            on_device.enter(ordinal, /*make_context_current=*/true) == kSuccess)
+        if (driver_.ordinal(ptr, &ordinal) == kSuccess && on_device.enter(ordinal) == kSuccess)
             s = driver_.attributes(ptr, &a, &type_known);
     }
     // Pinned, managed and unregistered host memory are all reachable by the host.
@@ -644,6 +645,8 @@ Status CudaDevice::free(void* ptr) {
             zero_sized_id = id;
         }
     }
+    ScopedDevice on_device;  // a thread without a context: the memory's GPU
+    GPUCOLL_TRY(enter_memory_device(ptr, ptr, &on_device));
     const cudaError_t e = cudaFree(ptr);
     if (e == cudaSuccess && zero_sized_id != 0) {
         std::lock_guard<std::mutex> lock(zero_sized_mutex_);
@@ -665,9 +668,21 @@ Status CudaDevice::alloc_unexportable(void** ptr, size_t bytes) {
     return alloc_pool_memory(ptr, bytes);
 }
 
+// Pinning needs a context: a thread without one (an application's worker
+// thread staging a call) works in the context of a GPU this process already
+// uses, not in a new one on GPU 0 of every rank.
+Status CudaDevice::enter_used_device(ScopedDevice* scope) {
+    if (thread_has_context()) return kSuccess;
+    for (int d = 0; d < device_count_; ++d)
+        if (holds_context(d)) return scope->enter(d);
+    return kSuccess;  // the process uses none yet: the runtime's choice
+}
+
 Status CudaDevice::alloc_host(void** ptr, size_t bytes) {
     if (ptr == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda alloc_host: ptr is NULL");
     *ptr = nullptr;
+    ScopedDevice on_device;
+    GPUCOLL_TRY(enter_used_device(&on_device));
     // Portable: pinned for every device of the process, not only the current one.
     return check(cudaHostAlloc(ptr, std::max<size_t>(bytes, 1), cudaHostAllocPortable),
                  "cudaHostAlloc of %zu pinned bytes", bytes);
@@ -675,6 +690,8 @@ Status CudaDevice::alloc_host(void** ptr, size_t bytes) {
 
 Status CudaDevice::free_host(void* ptr) {
     if (ptr == nullptr) return kSuccess;
+    ScopedDevice on_device;
+    GPUCOLL_TRY(enter_used_device(&on_device));
     return check(cudaFreeHost(ptr), "cudaFreeHost(%p)", ptr);
 }
 
@@ -703,7 +720,7 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
                      "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
     }
     ScopedDevice on_device;
-    GPUCOLL_TRY(enter_copy_device(dst, src, &on_device));
+    GPUCOLL_TRY(enter_memory_device(dst, src, &on_device));
     // cudaMemcpy may return before a copy from pageable memory reaches the
     // device; waiting for the stream makes the copy complete on return.
     GPUCOLL_TRY(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy),
@@ -711,17 +728,18 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
     return check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for a copy of %zu bytes", bytes);
 }
 
-// A copy without a stream on a thread without a context would create one on
-// its current device (GPU 0 by default): it runs on the GPU that holds the
-// device memory instead, and the thread is left without one again.
-Status CudaDevice::enter_copy_device(const void* dst, const void* src, ScopedDevice* scope) {
+// A copy without a stream (or a free) on a thread without a context would
+// create one on its current device (GPU 0 by default): it runs on the GPU
+// that holds the device memory instead, and the thread is left without one
+// again.
+Status CudaDevice::enter_memory_device(const void* dst, const void* src, ScopedDevice* scope) {
     if (thread_has_context()) return kSuccess;
     for (const void* p : {dst, src}) {
         DriverApi::Attributes a;
         bool known = false;
         if (driver_.attributes(p, &a, &known) == kSuccess &&
             a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
-            return scope->enter(a.ordinal, /*make_context_current=*/true);
+            return scope->enter(a.ordinal);
     }
     return kSuccess;
 }
@@ -739,7 +757,7 @@ Status CudaDevice::memcpy_runs(void* dst, const void* src, const gpucoll_copy_ru
     // memcpy: complete on return, also from pageable memory).
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
     ScopedDevice on_device;
-    if (cuda_stream == nullptr) GPUCOLL_TRY(enter_copy_device(dst, src, &on_device));
+    if (cuda_stream == nullptr) GPUCOLL_TRY(enter_memory_device(dst, src, &on_device));
     // cudaMemcpy2D refuses pitches above cudaDevAttrMaxPitch (2^31 - 1 on
     // every GPU so far): wider ones are copied block by block.
     constexpr size_t kMaxPitch = 0x7fffffff;
@@ -870,7 +888,7 @@ Status CudaDevice::flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool 
     else
         GPUCOLL_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
     ScopedDevice on_device;
-    GPUCOLL_TRY(on_device.enter(device, /*make_context_current=*/true));
+    GPUCOLL_TRY(on_device.enter(device));
     const cudaStream_t s = cuda_stream != nullptr ? cuda_stream->handle() : cudaStreamLegacy;
     if (flags_without_compute(device))
         GPUCOLL_TRY(write ? driver_.stream_write(s, flag, value)

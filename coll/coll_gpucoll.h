@@ -699,6 +699,14 @@ static inline bool mca_coll_gpucoll_in_host(const mca_coll_gpucoll_module_t* m) 
 /* A call in which this rank passes no device memory: posts its decline to
  * the accelerated path (the other ranks may be waiting for it), without
  * describing the call. OMPI_SUCCESS, or an error if a peer failed it. */
+/* Sets the core up again after GPUCOLL_REBIND at a blocking call or barrier
+ * (where: the call, for verbose output); the new core, or NULL. */
+gpucoll_comm_t* mca_coll_gpucoll_rebind(mca_coll_gpucoll_module_t* m,
+                                        struct ompi_communicator_t* comm, const char* where);
+/* gpucoll_comm_host_call answered GPUCOLL_REBIND: set up again, then ask again. */
+int mca_coll_gpucoll_host_call_again(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                                     const void* a, const void* b, gpucoll_coll_t coll,
+                                     int* device);
 int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
                              gpucoll_coll_t coll);
 /* For a call in which this rank passes some device memory. */

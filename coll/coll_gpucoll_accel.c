@@ -214,6 +214,29 @@ void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {
     m->host_fast = false; /* host calls see the core created again, if ever */
 }
 
+/* The core answered GPUCOLL_REBIND at a blocking call (or barrier) after a
+ * nonblocking call found a rank's buffers on another GPU than the one the
+ * core was set up on (before the application chose its GPU): every rank
+ * learnt that in that call's agreement and gets the same answer in this
+ * call, after the calls started before it ended. All set the core up again
+ * here, on the GPU of those buffers. */
+gpucoll_comm_t* mca_coll_gpucoll_rebind(mca_coll_gpucoll_module_t* m,
+                                        struct ompi_communicator_t* comm, const char* where) {
+    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                    "comm %s: a nonblocking call found its buffers on another GPU than the one "
+                    "the accelerated path was set up on; setting it up again at this %s",
+                    comm->c_name, where);
+    mca_coll_gpucoll_accel_release(m);
+    return gpucoll_core(m, comm);
+}
+
+int mca_coll_gpucoll_host_call_again(mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm,
+                                     const void* a, const void* b, gpucoll_coll_t coll,
+                                     int* device) {
+    (void)mca_coll_gpucoll_rebind(m, comm, gpucoll_coll_name(coll));
+    return gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, a, b, coll, device);
+}
+
 /* ---------------------------------------------------------------------------
  * Calls
  * ------------------------------------------------------------------------- */
@@ -361,6 +384,10 @@ int mca_coll_gpucoll_decline(mca_coll_gpucoll_module_t* m, struct ompi_communica
     gpucoll_comm_t* core = gpucoll_core(m, comm); /* created at the first call, on every rank */
     if (NULL == core || m->uniform_memory) return OMPI_SUCCESS; /* host calls skip the core */
     int rc = gpucoll_comm_decline(core);
+    if (GPUCOLL_REBIND == rc) {
+        core = mca_coll_gpucoll_rebind(m, comm, gpucoll_coll_name(coll));
+        rc = NULL != core ? gpucoll_comm_decline(core) : GPUCOLL_DECLINED;
+    }
     if (GPUCOLL_DECLINED == rc) return OMPI_SUCCESS;
     return mca_coll_gpucoll_core_error(gpucoll_coll_name(coll), rc);
 }
@@ -386,9 +413,10 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
         /* Every rank passed device memory, and some rank's GPU is not the
          * one current when the core was set up (an application that chose
          * its GPU after its first collective on comm, e.g. after
-         * MPI_Comm_split_type): every rank got this answer in this call, so
-         * all set the core up again here, on the GPU current now, and run
-         * the call on it. Once: a second answer stages the call. */
+         * MPI_Comm_split_type), in this call or in a nonblocking one before
+         * it: every rank got this answer in this call, so all set the core
+         * up again here, on the GPU of those buffers, and run the call on
+         * it. Once: a second answer stages the call. */
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
                         "comm %s: %s on another GPU than the one the accelerated path was set up "
                         "on; setting it up again",

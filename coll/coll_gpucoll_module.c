@@ -60,6 +60,9 @@ static inline const void* gpucoll_user_buffer(const void* p) {
             int rc_fast_ =                                                                         \
                 gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(a), \
                                        gpucoll_user_buffer(b), (coll_id), &device_);               \
+            if (GPUCOLL_REBIND == rc_fast_)                                                        \
+                rc_fast_ = mca_coll_gpucoll_host_call_again(                                       \
+                    m, comm, gpucoll_user_buffer(a), gpucoll_user_buffer(b), (coll_id), &device_); \
             if (GPUCOLL_DECLINED == rc_fast_) {                                                    \
                 counted = true;                                                                    \
                 goto delegate;                                                                     \
@@ -308,13 +311,24 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
  * nonblocking call must never wait for its peers, so one that comes first is
  * staged. Programs that make only nonblocking calls of the set (OSU's
  * osu_i* benchmarks, pipelined solvers) still synchronize with MPI_Barrier:
- * the first barrier after such a call sets the path up. Every rank makes
- * the same collective calls on a communicator, so every rank does it at the
- * same barrier. */
+ * the first barrier after such a call sets the path up, and sets it up
+ * again where such a call found its buffers on another GPU than the path's
+ * (set up before the application chose its GPU). Every rank makes the same
+ * collective calls on a communicator, so every rank does it at the same
+ * barrier. */
 static int coll_gpucoll_barrier(struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    if (m->nonblocking_seen && 0 == m->core_state && !mca_coll_gpucoll_in_host(m))
-        mca_coll_gpucoll_accel_setup(m, comm);
+    if (!mca_coll_gpucoll_in_host(m)) {
+        if (m->nonblocking_seen && 0 == m->core_state) {
+            mca_coll_gpucoll_accel_setup(m, comm);
+        } else if (1 == m->core_state && NULL != m->core &&
+                   GPUCOLL_REBIND == gpucoll_comm_settle(m->core)) {
+            /* A nonblocking call found the core on another GPU than its
+             * buffers (set up before the application chose its GPU): set up
+             * again here, on every rank (each ended the same calls first). */
+            (void)mca_coll_gpucoll_rebind(m, comm, "barrier");
+        }
+    }
     return m->prev_barrier(comm, m->prev_barrier_module);
 }
 

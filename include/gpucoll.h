@@ -500,9 +500,11 @@ typedef struct gpucoll_call {
  *   GPUCOLL_REBIND    nothing was done, on every rank: every rank passed device
  *                     memory, but some rank's is on another GPU than the one
  *                     current when comm was created (the application chose its
- *                     GPU after its first collective). The caller destroys comm
- *                     and creates it again (collective; the GPU current now on
- *                     each rank), then runs the call again;
+ *                     GPU after its first collective), or a nonblocking call
+ *                     before this one found that (see gpucoll_comm_settle). The
+ *                     caller destroys comm and creates it again (collective; on
+ *                     the GPU of the buffers that asked for it, else the one
+ *                     current now on each rank), then runs the call again;
  *   other             failure (every rank fails, no hang).
  * The work runs on the GPU that was current when comm was created, whatever
  * the calling thread's current GPU (restored on return). */
@@ -510,8 +512,19 @@ GPUCOLL_EXPORT int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* 
 /* The cheap form of gpucoll_comm_run for a rank that passes no device
  * memory in this call: posts its decline and returns GPUCOLL_DECLINED (or an
  * error if a peer failed this very call). Every rank makes one of the two
- * calls for every collective call on the communicator. */
+ * calls for every collective call on the communicator. GPUCOLL_REBIND, as
+ * gpucoll_comm_run returns it, where a nonblocking call asked for it: then
+ * nothing was posted; create comm again and decline on the new one. */
 GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
+/* A nonblocking or persistent call cannot set a communicator up again (that
+ * waits for every rank): one whose buffers are on another GPU than comm's is
+ * staged, and the next blocking call on comm (gpucoll_comm_run, _decline,
+ * _host_call) answers GPUCOLL_REBIND on every rank. A barrier (or any
+ * blocking operation every rank of comm makes in the same order) calls
+ * this: the calls started before it end, then GPUCOLL_REBIND where one asked
+ * for it (create comm again), else GPUCOLL_SUCCESS; an error where a call
+ * failed. Cheap when nothing was started. */
+GPUCOLL_EXPORT int gpucoll_comm_settle(gpucoll_comm_t* comm);
 /* The host-buffer fast path of a blocking call, in one call: when neither
  * a nor b (either may be NULL) is device memory, posts this rank's decline as
  * gpucoll_comm_decline does (not when comm is NULL: no core, or host calls
@@ -519,7 +532,8 @@ GPUCOLL_EXPORT int gpucoll_comm_decline(gpucoll_comm_t* comm);
  * GPUCOLL_DECLINED: hand it to the host module. Returns GPUCOLL_SUCCESS,
  * having done nothing else, when a or b is device memory: take the full path
  * (gpucoll_comm_run, staging); *device then says which (bit 0: a, bit 1: b),
- * so that the caller need not ask again. Other values: the decline's error.
+ * so that the caller need not ask again. Other values: the decline's answer
+ * (an error, or GPUCOLL_REBIND: create comm again and call this again).
  * device may be NULL. */
 GPUCOLL_EXPORT int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b,
                                           gpucoll_coll_t coll, int* device);

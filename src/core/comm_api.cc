@@ -213,6 +213,13 @@ int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     return decline(*comm);
 }
 
+int gpucoll_comm_settle(gpucoll_comm_t* comm) {
+    if (comm == nullptr)
+        return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_settle: NULL argument");
+    std::lock_guard lock(comm->node->lock());
+    return comm->node->settle();
+}
+
 int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, gpucoll_coll_t coll,
                            int* device) {
     // Every host-buffer collective comes through here: no lock, no

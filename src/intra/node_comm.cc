@@ -780,7 +780,25 @@ int NodeComm::failed_by_peer() {
 
 int NodeComm::decline() {
     drain();  // calls started before this one end first
+    GPUCOLL_TRY(take_pending_rebind());
     return decline_now();
+}
+
+int NodeComm::settle() {
+    if (queued_.load(std::memory_order_acquire) == 0 &&
+        !rebind_pending_.load(std::memory_order_relaxed))
+        return GPUCOLL_SUCCESS;
+    drain();
+    GPUCOLL_TRY(take_pending_rebind());
+    return GPUCOLL_SUCCESS;
+}
+
+Status NodeComm::take_pending_rebind() {
+    if (!rebind_pending_.exchange(false)) return kSuccess;
+    t_rebind_device = pending_rebind_device_;
+    return set_error(GPUCOLL_REBIND,
+                     "a nonblocking call found buffers on another GPU than the one this "
+                     "communicator was set up on: setting it up again on every rank");
 }
 
 int NodeComm::decline_now(bool may_wait) {
@@ -978,6 +996,7 @@ int NodeComm::run(const gpucoll_call_t& call) {
     DeviceScope on_device;
     const Status bound = on_device.enter(device_, ordinal_);
     drain();  // calls started before this one end first
+    if (const Status s = take_pending_rebind(); s != kSuccess) return s;
     Pending op;
     op.call = call;
     if (bound != kSuccess) {  // staged, with the others (a post of ours they wait for)
@@ -1027,19 +1046,20 @@ void NodeComm::begin(Pending& op) {
         } else if (ps == GPUCOLL_ERR_BUFFER) {
             op.kind = PostKind::Refuse;  // wait for the others: all fail unless one declined
             op.refusal = last_error();
-        } else if (ps == GPUCOLL_REBIND && !op.queued) {
-            op.kind = PostKind::Rebind;  // wait for the others: all set up again, unless...
-            log(1, "call %llu: %s; setting the communicator up again on every rank",
-                static_cast<unsigned long long>(seq), last_error());
         } else if (ps == GPUCOLL_REBIND) {
-            // A nonblocking call cannot set the communicator up again (that
-            // waits for every rank): staged, until a blocking call does.
-            if (!warned_other_device_)
-                log(1,
-                    "call %llu: %s; nonblocking and persistent calls are staged until a "
-                    "blocking collective on device buffers sets the communicator up again",
-                    static_cast<unsigned long long>(seq), last_error());
-            warned_other_device_ = true;
+            // Wait for the others: all set up again, unless one declined or
+            // refused. A nonblocking call cannot do it (that waits for every
+            // rank): it is staged, and the next blocking collective or
+            // barrier does it (rebind_pending_).
+            op.kind = PostKind::Rebind;
+            op.rebind_device = rebind_device_.load(std::memory_order_relaxed);
+            if (!op.queued || !warned_other_device_)
+                log(1, "call %llu: %s; setting the communicator up again on every rank%s",
+                    static_cast<unsigned long long>(seq), last_error(),
+                    op.queued ? " at the next blocking collective or barrier (this call and "
+                                "those until then are staged)"
+                              : "");
+            warned_other_device_ = warned_other_device_ || op.queued;
         } else if (config_.verbose >= 10) {
             log(10, "call %llu: declining: %s", static_cast<unsigned long long>(seq), last_error());
         }
@@ -1272,6 +1292,12 @@ bool NodeComm::progress(bool post_only) {
             if (post_only || !peers_posted(op.seq)) break;
             op.status = conclude(op);
             op.done = true;
+            if (op.status == GPUCOLL_REBIND) {  // staged; set up again later, everywhere
+                if (!rebind_pending_.load(std::memory_order_relaxed))
+                    pending_rebind_device_ = op.rebind_device;
+                rebind_pending_.store(true, std::memory_order_relaxed);
+                op.status = GPUCOLL_DECLINED;
+            }
         }
         if (op.status != GPUCOLL_SUCCESS && op.status != GPUCOLL_DECLINED) op.error = last_error();
         // Its exchange ends here, while the groups exist: the caller's handle

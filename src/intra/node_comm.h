@@ -147,6 +147,10 @@ public:
     int run(const gpucoll_call_t& call);
     // gpucoll_comm_decline: this rank posts its decline for the next call.
     int decline();
+    // gpucoll_comm_settle (a barrier): the calls started before end; then
+    // GPUCOLL_REBIND where one of them asked every rank to set the
+    // communicator up again, else GPUCOLL_SUCCESS.
+    int settle();
     // The same without lock() where nothing can be running on this
     // communicator's behalf (no call queued: the progress thread has nothing
     // to do here; one node): false otherwise, and nothing done. The
@@ -154,7 +158,9 @@ public:
     // the peers' progress is only read when the post window needs it (once
     // every kPostDepth calls; then the long way, decline()).
     bool decline_unlocked(int* status) {
-        if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0) return false;
+        if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0 ||
+            rebind_pending_.load(std::memory_order_relaxed))
+            return false;
         const uint64_t seq = seq_ + 1;
         if (seq >= kPostDepth && progress_word(seq - kPostDepth + 1, 0) > min_seen_) return false;
         seq_ = seq;
@@ -374,6 +380,16 @@ private:
     // (-1: none); written by the thread that checked them.
     mutable std::atomic<int> rebind_device_{-1};
     bool warned_other_device_ = false;
+    // A nonblocking or persistent call found buffers on another GPU on some
+    // rank (verdict kRebind, the same on every rank): the next blocking
+    // call, host or device, or barrier (settle) answers GPUCOLL_REBIND on
+    // every rank, after the calls started before it ended. Written under
+    // lock() before queued_'s release, read by decline_unlocked.
+    std::atomic<bool> rebind_pending_{false};
+    int pending_rebind_device_ = -1;  // this rank's buffers' GPU then (-1: ours were fine)
+    // GPUCOLL_REBIND (and the GPU to set up on, for this thread) where a
+    // rebind is pending, else kSuccess.
+    Status take_pending_rebind();
     IpcCache* cache_ = nullptr;
     gpucoll_comm_config_t config_{};
     SharedSegment segment_;
@@ -463,6 +479,7 @@ public:
         Prepared prepared;
         PostKind kind = PostKind::Decline;
         std::string refusal;
+        int rebind_device = -1;  // Rebind posted: this rank's buffers' GPU
         CallSignature sig{};
         // Between nodes: the verdict exchange of a queued call.
         std::shared_ptr<inter::VerdictExchange> verdict;

@@ -20,7 +20,11 @@
  * worker thread that never chose a GPU (PyTorch's MPI process group calls
  * MPI from one), on communicators made before the choice, accelerated once
  * the process uses one GPU (set up there at once) and once it uses two (set
- * up again on the buffers' GPU, once, not at every call).
+ * up again on the buffers' GPU, once, not at every call); communicators set
+ * up before the choice and used with nonblocking calls only: the first is
+ * staged, the next barrier, or the next blocking host-buffer call, sets them
+ * up again on every rank, and the nonblocking calls after it are accelerated
+ * (before, they stayed staged until a blocking call on device buffers).
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -110,6 +114,53 @@ static void from_worker(MPI_Comm comm, float* send, float* recv, float sum, cons
           w.accelerated, when);
 }
 
+/* One MPI_Iallreduce on comm, checked; whether it was accelerated. */
+static int one_iallreduce(MPI_Comm comm, float* send, float* recv, float sum, const char* what) {
+    fill(send, N, (float)(rank + 1));
+    fill(recv, N, -1.0f);
+    const unsigned long long before = accelerated(GPUCOLL_COLL_ALLREDUCE);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(send, recv, N, MPI_FLOAT, MPI_SUM, comm, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS, "%s failed (%d)", what, rc);
+    check_values(recv, N, sum, what);
+    return accelerated(GPUCOLL_COLL_ALLREDUCE) != before;
+}
+
+/* comm was set up before the choice, on no GPU; it sees nonblocking calls
+ * only. The first cannot set it up again (that waits for every rank):
+ * staged. The next barrier (or blocking host call) does, on every rank;
+ * the calls after it are accelerated. */
+static void nonblocking_only(MPI_Comm comm, float* send, float* recv, float sum, int barrier) {
+    const char* how = barrier ? "a barrier" : "a blocking host allreduce";
+    /* A persistent request made before: started after, accelerated too. */
+    MPI_Request preq;
+    CHECK(MPIX_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, comm, MPI_INFO_NULL, &preq) ==
+              MPI_SUCCESS,
+          "allreduce_init failed");
+    one_iallreduce(comm, send, recv, sum, "iallreduce before the set-up");
+    if (barrier) {
+        CHECK(MPI_Barrier(comm) == MPI_SUCCESS, "barrier failed");
+    } else {
+        int one = 1, got = 0;
+        CHECK(MPI_Allreduce(&one, &got, 1, MPI_INT, MPI_SUM, comm) == MPI_SUCCESS && got == size,
+              "host allreduce failed (%d)", got);
+    }
+    for (int round = 0; round < 2; round++)
+        CHECK(one_iallreduce(comm, send, recv, sum, "iallreduce after the set-up"),
+              "iallreduce %d after %s was not accelerated", round, how);
+    fill(send, N, (float)(rank + 1));
+    fill(recv, N, -1.0f);
+    const unsigned long long before = accelerated(GPUCOLL_COLL_ALLREDUCE);
+    int rc = MPI_Start(&preq);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&preq, MPI_STATUS_IGNORE);
+    CHECK(rc == MPI_SUCCESS, "persistent allreduce failed (%d)", rc);
+    check_values(recv, N, sum, "persistent allreduce made before the set-up");
+    CHECK(accelerated(GPUCOLL_COLL_ALLREDUCE) == before + 1,
+          "persistent allreduce made before %s, started after, was not accelerated", how);
+    MPI_Request_free(&preq);
+}
+
 int main(int argc, char** argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
@@ -127,6 +178,15 @@ int main(int argc, char** argv) {
     MPI_Comm early1, early2; /* made before the choice, first used from a worker */
     MPI_Comm_dup(MPI_COMM_WORLD, &early1);
     MPI_Comm_dup(MPI_COMM_WORLD, &early2);
+    /* Set up before the choice (a host call), then used with nonblocking
+     * calls only: set up again at a barrier, at a blocking host call. */
+    MPI_Comm nb_barrier, nb_host;
+    MPI_Comm_dup(MPI_COMM_WORLD, &nb_barrier);
+    MPI_Comm_dup(MPI_COMM_WORLD, &nb_host);
+    for (int k = 0; k < 2; k++) {
+        int one = 1, got = 0;
+        MPI_Allreduce(&one, &got, 1, MPI_INT, MPI_SUM, k == 0 ? nb_barrier : nb_host);
+    }
     int local_rank = 0;
     MPI_Comm_rank(local, &local_rank);
 
@@ -157,6 +217,10 @@ int main(int argc, char** argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const float sum = (float)size * (float)(size + 1) / 2.0f;
+
+    /* Nonblocking calls only, on communicators set up before the choice. */
+    nonblocking_only(nb_barrier, send, recv, sum, 1);
+    nonblocking_only(nb_host, send, recv, sum, 0);
 
     /* Blocking calls, accelerated, on the GPU the buffers are on. */
     for (int round = 0; round < 2; round++) {
@@ -264,6 +328,8 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&local);
     MPI_Comm_free(&early1);
     MPI_Comm_free(&early2);
+    MPI_Comm_free(&nb_barrier);
+    MPI_Comm_free(&nb_host);
     int any = 0;
     MPI_Allreduce(&fails, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_device_choice: %s (%d ranks)\n", any ? "FAIL" : "PASS", size);

@@ -138,6 +138,8 @@ static int gpucoll_start_declined(mca_coll_gpucoll_request_t* r) {
  * took it), then started like theirs. */
 static int gpucoll_start_declined_persistent(mca_coll_gpucoll_request_t* r) {
     if (NULL == r->inner) {
+        /* A start whose saved call could not be made left its buffers. */
+        mca_coll_gpucoll_staging_free(&r->staging);
         int rc = mca_coll_gpucoll_staging_alloc(&r->staging, false);
         if (OMPI_SUCCESS == rc) rc = gpucoll_saved_call(r, true, &r->inner);
         if (OMPI_SUCCESS != rc) return rc;

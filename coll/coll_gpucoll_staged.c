@@ -234,6 +234,12 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     return OMPI_SUCCESS;
 }
 
+/* Exact copy-back while it stays cheap: at most this many runs, or runs of
+ * this many bytes on average (a column of a large matrix is one 2D run;
+ * an irregular indexed type of a million 4-byte pieces is not worth it). */
+#define GPUCOLL_EXACT_MAX_RUNS 1024
+#define GPUCOLL_EXACT_MIN_RUN_BYTES 4096
+
 /* The copy runs of buffer i's written bytes, when they have gaps. Without
  * them (out of memory, a datatype the convertor cannot walk), the whole
  * span goes back, its gaps copied in first: as before, correct unless the
@@ -243,6 +249,34 @@ static void gpucoll_stage_runs(mca_coll_gpucoll_staging_t* c, int i) {
     if (!s->out_exact || 0 == s->out_bytes || c->refused) return;
     const int rc =
         mca_coll_gpucoll_layout_runs(s->user, &s->out_blocks, &s->runs, &s->nruns, &s->out_covered);
+    if (OMPI_SUCCESS == rc && s->out_covered == s->out_bytes) {
+        /* No gap after all (a type listing its pieces out of address order
+         * is not contiguous, yet covers its span): one copy, not runs. */
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "%s: buffer %d covers its %zu bytes: copied back whole",
+                        gpucoll_coll_name(c->coll), i, s->out_bytes);
+        free(s->runs);
+        s->runs = NULL;
+        s->nruns = 0;
+        s->out_exact = false;
+        return;
+    }
+    if (OMPI_SUCCESS == rc && s->nruns > GPUCOLL_EXACT_MAX_RUNS &&
+        s->nruns > s->out_covered / GPUCOLL_EXACT_MIN_RUN_BYTES) {
+        /* Each run is a copy the GPU's engines start on their own (a few
+         * microseconds on CUDA): a million small pieces would take seconds.
+         * The whole span instead, gaps copied in first. */
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "%s: buffer %d would be %zu runs of %zu bytes on average: the whole span "
+                        "is copied back (a write into its gaps during the call is not kept)",
+                        gpucoll_coll_name(c->coll), i, s->nruns, s->out_covered / s->nruns);
+        free(s->runs);
+        s->runs = NULL;
+        s->nruns = 0;
+        s->out_exact = false;
+        s->copy_in = true;
+        return;
+    }
     if (OMPI_SUCCESS == rc) {
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
                         "%s: buffer %d copied back as %zu run(s), %zu of its %zu bytes",

@@ -6,7 +6,7 @@
 # negative lower bound and struct types; allgather (in place too),
 # allgatherv, alltoallv, gatherv, allreduce; 1 to 4 ranks on the emulated
 # device, with the progress threads off and on; and the number of copies the
-# copy back of a column type takes.
+# copy back of a column type, a gapless one and one of many pieces take.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
 
@@ -25,4 +25,13 @@ one_run=$(grep -c "allgather: buffer 1 copied back as 1 run(s), 128 of its 3104 
     true)
 [ "$one_run" -eq 24 ] ||
     fail "column allgathers copied back as one 2D run in $one_run of 24 calls (4 ranks x 6)"
+# A type without gaps that is not contiguous (its pieces out of address
+# order) goes back in one copy, not as runs of 4-byte rows; one of a
+# thousand small pieces goes back whole (a run per piece would be a copy
+# per piece on a GPU).
+whole=$(grep -c "allgather: buffer 1 covers its [0-9]* bytes: copied back whole" "$MPI_OUT" || true)
+[ "$whole" -ge 4 ] || fail "a gapless type copied back in one piece in $whole calls (expected >= 4)"
+many=$(grep -c "allgather: buffer 1 would be [0-9]* runs of [0-9]* bytes on average: the whole span" \
+    "$MPI_OUT" || true)
+[ "$many" -ge 4 ] || fail "1100 small pieces copied back whole in $many calls (expected >= 4)"
 echo "PASS: test_gaps on $TEST_NPS ranks"

@@ -547,7 +547,10 @@ private:
     }
     // The device holding ptr (device memory), else the current device.
     Status owning_device(const void* ptr, int* ordinal) const;
-    Status enter_memory_device(const void* dst, const void* src, ScopedDevice* scope);
+    // *host_only (if given): the thread has no context and neither pointer
+    // is device memory (copy it with the CPU).
+    Status enter_memory_device(const void* dst, const void* src, ScopedDevice* scope,
+                               bool* host_only = nullptr);
     Status enter_used_device(ScopedDevice* scope);
     Status flag_op(uint64_t* flag, uint64_t value, Stream* stream, bool write);
 
@@ -720,7 +723,12 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
                      "cudaMemcpyAsync(%p <- %p, %zu bytes)", dst, src, bytes);
     }
     ScopedDevice on_device;
-    GPUCOLL_TRY(enter_memory_device(dst, src, &on_device));
+    bool host_only = false;
+    GPUCOLL_TRY(enter_memory_device(dst, src, &on_device, &host_only));
+    if (host_only) {  // a thread without a context: none is created for it
+        std::memcpy(dst, src, bytes);
+        return kSuccess;
+    }
     // cudaMemcpy may return before a copy from pageable memory reaches the
     // device; waiting for the stream makes the copy complete on return.
     GPUCOLL_TRY(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy),
@@ -731,16 +739,22 @@ Status CudaDevice::memcpy(void* dst, const void* src, size_t bytes, Stream* stre
 // A copy without a stream (or a free) on a thread without a context would
 // create one on its current device (GPU 0 by default): it runs on the GPU
 // that holds the device memory instead, and the thread is left without one
-// again.
-Status CudaDevice::enter_memory_device(const void* dst, const void* src, ScopedDevice* scope) {
+// again; a copy between two host buffers there needs no GPU at all.
+Status CudaDevice::enter_memory_device(const void* dst, const void* src, ScopedDevice* scope,
+                                       bool* host_only) {
+    if (host_only != nullptr) *host_only = false;
     if (thread_has_context()) return kSuccess;
+    bool all_host = true;
     for (const void* p : {dst, src}) {
         DriverApi::Attributes a;
         bool known = false;
-        if (driver_.attributes(p, &a, &known) == kSuccess &&
-            a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
+        const Status s = driver_.attributes(p, &a, &known);
+        if (s == kSuccess && a.memory_type == CU_MEMORYTYPE_DEVICE && a.ordinal >= 0)
             return scope->enter(a.ordinal);
+        all_host = all_host && known && a.memory_type != CU_MEMORYTYPE_DEVICE;
     }
+    // Both host memory (pageable or pinned): no GPU is needed for the copy.
+    if (host_only != nullptr) *host_only = all_host;
     return kSuccess;
 }
 

@@ -356,13 +356,17 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
 }
 
 /* i<name> on the accelerated path where the communicator has one, else
- * staged (coll_gpucoll_forms.c: mca_coll_gpucoll_staged_i<name>). */
+ * staged (coll_gpucoll_forms.c: mca_coll_gpucoll_staged_i<name>). Also when
+ * made from inside a saved host algorithm on this communicator (in_host):
+ * Open MPI's progress engine starts MPI_Comm_idup's iallreduce rounds
+ * wherever it runs, inside such an algorithm on one rank, in MPI_Wait on
+ * another; every rank must post (or not) the same calls, so the core counts
+ * them all. */
 #define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS)                                                   \
     int mca_coll_gpucoll_accel_i##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,      \
                                        ompi_request_t** request, mca_coll_base_module_t* module) { \
         mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
-        gpucoll_comm_t* core =                                                                     \
-            mca_coll_gpucoll_in_host(m) ? NULL : mca_coll_gpucoll_nonblocking_core(m, comm);       \
+        gpucoll_comm_t* core = mca_coll_gpucoll_nonblocking_core(m, comm);                         \
         if (NULL == core)                                                                          \
             return mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);    \
         mca_coll_gpucoll_staging_t stage, *st = &stage;                                            \
@@ -428,8 +432,7 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
         GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm, struct ompi_info_t* info,           \
         ompi_request_t** request, mca_coll_base_module_t* module) {                                \
         mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
-        gpucoll_comm_t* core =                                                                     \
-            mca_coll_gpucoll_in_host(m) ? NULL : mca_coll_gpucoll_nonblocking_core(m, comm);       \
+        gpucoll_comm_t* core = mca_coll_gpucoll_nonblocking_core(m, comm);                         \
         if (NULL == core)                                                                          \
             return mca_coll_gpucoll_staged_##name##_init(GPUCOLL_UNPACK ARGS, comm, info, request, \
                                                          module);                                  \

@@ -7,7 +7,9 @@
  *  2. communicators: dup + split by parity (key order reversed every other
  *     iteration), collectives on device buffers on each, free (in varying
  *     order);
- *  3. the process's open fds, its memory mappings (all, and those of memfd or
+ *  3. MPI_Comm_idup while host collectives run on the parent (its rounds
+ *     started from inside them on one rank, from MPI_Wait on the others);
+ *  4. the process's open fds, its memory mappings (all, and those of memfd or
  *     /dev/shm files) and the /dev/shm entries named gpucoll* do not grow:
  *     iteration N/4 (at least 10: after warm-up, when a bounded cache has
  *     filled) against the last iteration N of each loop.
@@ -247,6 +249,32 @@ static void loop_comms(void) {
     if (g_iterations > g_baseline) check_growth("communicator loop", &base, &end);
 }
 
+/* MPI_Comm_idup: Open MPI runs its rounds as iallreduces on the parent,
+ * started by the progress engine wherever it runs: on rank 0 inside its
+ * host allreduces on the parent (Open MPI's own algorithm, called by
+ * gpucoll), on the others in MPI_Wait. gpucoll counted them on some ranks
+ * only (not from inside a saved host algorithm), and the next call on the
+ * parent waited for ever. */
+static void loop_idup(void) {
+    MPI_Comm parent;
+    MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+    run_on(parent, GPUCOLL_COLL_ALLREDUCE, MPI_FLOAT, TU_OP_SUM, 1024, 0, 0);
+    const int iterations = g_iterations < 20 ? g_iterations : 20;
+    for (int it = 0; it < iterations; it++) {
+        MPI_Comm copy;
+        MPI_Request req;
+        MPI_Comm_idup(parent, &copy, &req);
+        static int in[1024], out[1024];
+        if (tu.world_rank != 0) MPI_Wait(&req, MPI_STATUS_IGNORE);
+        for (int k = 0; k < 3; k++) MPI_Allreduce(in, out, 1024, MPI_INT, MPI_SUM, parent);
+        if (tu.world_rank == 0) MPI_Wait(&req, MPI_STATUS_IGNORE);
+        run_on(parent, GPUCOLL_COLL_ALLREDUCE, MPI_FLOAT, TU_OP_SUM, 1024, 0, 0);
+        run_on(copy, GPUCOLL_COLL_BCAST, MPI_INT, TU_OP_NONE, 100, 0, 0);
+        MPI_Comm_free(&copy);
+    }
+    MPI_Comm_free(&parent);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_lifecycle");
@@ -273,6 +301,7 @@ int main(int argc, char** argv) {
     g_baseline = g_iterations / 4 < 10 ? 10 : g_iterations / 4;
     loop_realloc();
     loop_comms();
+    loop_idup();
     int rc = tu_finalize();
     MPI_Finalize();
     return rc;

@@ -303,10 +303,13 @@ static const gpucoll_param_t gpucoll_params[] = {
     {"rail_devices",
      "The NIC of each GPU for the rails, as UCX_NET_DEVICES takes it: a comma-separated list, "
      "entry i for GPU i of the process's visible GPUs (modulo the list's length), e.g. "
-     "'mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1'. For machines whose PCI tree hwloc cannot see "
-     "(containers without /sys), or to override what the topology says; wins over the "
-     "discovered NIC, over the one-process rule and over UCX_NET_DEVICES. Ignored with "
-     "coll_gpucoll_rails false. Empty (default): from the topology.",
+     "'mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1', or entries 'BUSID=NIC' naming each GPU by its PCI "
+     "bus id (e.g. '0000:18:00.0=mlx5_0:1,...'; right also when CUDA_VISIBLE_DEVICES differs "
+     "per rank; a GPU not listed: UCX chooses); '+' joins two NICs of one GPU. For machines "
+     "whose PCI tree hwloc cannot see (containers without /sys), or to override what the "
+     "topology says; wins over the discovered NIC, over the one-process rule and over "
+     "UCX_NET_DEVICES. Ignored with coll_gpucoll_rails false. Empty (default): from the "
+     "topology.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.rail_devices},
     {"cost_model",

@@ -431,15 +431,16 @@ typedef struct gpucoll_comm_config {
      * where the job has several processes on a machine, the topology is this
      * machine's, it has such a NIC and the user set no UCX_NET_DEVICES: 1
      * (default); 0: UCX's own choice (rail_devices ignored). A process
-     * gets a UCX context per NIC its communicators ask for: one set up
-     * before the process chose its GPU leaves the NIC to UCX, and is given
-     * its GPU's NIC when a call sets it up again there. */
+     * gets a UCX context per NIC its communicators ask for (kept until
+     * gpucoll_finalize): one set up before the process chose its GPU leaves
+     * the NIC to UCX, and is given its GPU's NIC when a call sets it up
+     * again there. */
     int rails;
     /* The NIC of each GPU, as UCX_NET_DEVICES takes it: a comma-separated
      * list, entry i for the process's GPU i (modulo the list's length),
-     * e.g. "mlx5_0:1,mlx5_1:1" (NULL or "": from the topology, as rails
-     * says). For machines whose PCI tree hwloc cannot see (containers);
-     * wins over discovery, the one-process rule and the user's
+     * e.g. "mlx5_0:1,mlx5_1:1", or of "BUSID=NIC" entries naming GPUs by
+     * PCI bus id (NULL or "": from the topology, as rails says). For machines whose PCI tree hwloc
+     * cannot see (containers); wins over discovery, the one-process rule and the user's
      * UCX_NET_DEVICES. */
     const char* rail_devices;
     /* Bcast between nodes (among the node leaders): 0 auto (a pipelined

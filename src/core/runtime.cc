@@ -35,10 +35,10 @@ Status Runtime::transport(bool thread_multi, const std::string& net_devices,
                 *out = e.transport;
                 return kSuccess;
             }
-    // Another NIC: the transports nobody holds go (one UCX context each).
-    std::erase_if(transports_, [](const TransportEntry& e) {
-        return e.transport != nullptr && e.transport.use_count() == 1;
-    });
+    // Another NIC: one more UCX context. Those nobody holds any more stay
+    // until gpucoll_finalize: closing one here (forced: no flush) could drop
+    // the last sends of a freed communicator that a peer on another node
+    // still waits for, and nothing synchronizes this point with them.
     TransportEntry entry{net_devices, nullptr, {}};
     std::unique_ptr<inter::Transport> created;
     if (inter::Transport::create(thread_multi, net_devices, &created) == kSuccess)

@@ -43,11 +43,10 @@ public:
     // An inter-node transport on net_devices (UCX_NET_DEVICES; "": UCX's
     // choice, which any transport already started serves), shared by the
     // communicators that ask for the same one (thread_multi:
-    // MPI_THREAD_MULTIPLE; the first start decides). A transport nobody
-    // holds any more is closed when another NIC's is started (a process
-    // set up before choosing its GPU, then again on its GPU's NIC, keeps
-    // one). A failure to start is remembered per NIC: later communicators
-    // get the same answer at once.
+    // MPI_THREAD_MULTIPLE; the first start decides): one per NIC asked for,
+    // kept until release_transport (a process set up before choosing its
+    // GPU, then again on its GPU's NIC, has two). A failure to start is
+    // remembered per NIC: later communicators get the same answer at once.
     Status transport(bool thread_multi, const std::string& net_devices,
                      std::shared_ptr<inter::Transport>* out);
     // How many transports are started (tests, verbose output).

@@ -1,6 +1,7 @@
 // node_layout.cc - the topology's part in a node communicator.
 #include "intra/node_layout.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -85,7 +86,7 @@ LayoutVote vote_layout(const gpucoll_comm_config_t& config, int node_rank, int n
     return v;
 }
 
-std::string rail_device_of(const std::string& list, int ordinal) {
+std::string rail_device_of(const std::string& list, int ordinal, const std::string& bus_id) {
     std::vector<std::string> entries(1);
     for (char c : list) {
         if (c == ',')
@@ -93,7 +94,21 @@ std::string rail_device_of(const std::string& list, int ordinal) {
         else if (c != ' ' && c != '\t')
             entries.back() += c == '+' ? ',' : c;
     }
-    if (ordinal < 0) return {};
+    // "BUSID=NIC" entries name the GPU by its PCI bus id (the same on every
+    // process, whatever CUDA_VISIBLE_DEVICES numbers it): any of them makes
+    // the list one of those, and a GPU not in it gets UCX's choice.
+    const auto lower = [](std::string t) {
+        for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return t;
+    };
+    bool by_bus = false;
+    for (const std::string& e : entries) {
+        const size_t eq = e.find('=');
+        if (eq == std::string::npos) continue;
+        by_bus = true;
+        if (!bus_id.empty() && lower(e.substr(0, eq)) == lower(bus_id)) return e.substr(eq + 1);
+    }
+    if (by_bus || ordinal < 0) return {};
     return entries[static_cast<size_t>(ordinal) % entries.size()];
 }
 
@@ -109,7 +124,7 @@ std::string rail_net_device(const gpucoll_comm_config_t& config, int ordinal,
             *why = "no GPU chosen yet";
             return {};
         }
-        std::string nic = rail_device_of(config.rail_devices, ordinal);
+        std::string nic = rail_device_of(config.rail_devices, ordinal, gpu_bus_id);
         *why = nic.empty() ? "coll_gpucoll_rail_devices leaves GPU " + std::to_string(ordinal) +
                                  "'s NIC to UCX"
                            : "coll_gpucoll_rail_devices for GPU " + std::to_string(ordinal);

@@ -52,8 +52,10 @@ topo::Layout agree_layout(const topo::Machine* machine, const std::vector<Layout
 std::string rail_net_device(const gpucoll_comm_config_t& config, int ordinal,
                             const std::string& gpu_bus_id, std::string* why);
 
-// Entry ordinal (modulo their number) of a comma-separated list of NICs per
-// GPU, spaces trimmed, '+' joining several NICs of one GPU ("a+b" -> "a,b").
-std::string rail_device_of(const std::string& list, int ordinal);
+// The NIC of a GPU in a comma-separated list (spaces trimmed, '+' joining
+// several NICs of one GPU: "a+b" -> "a,b"): entry ordinal (modulo their
+// number), or, in a list of "BUSID=NIC" entries, the one of bus_id ("" if
+// none).
+std::string rail_device_of(const std::string& list, int ordinal, const std::string& bus_id = {});
 
 }  // namespace gpucoll::intra

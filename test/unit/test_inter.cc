@@ -749,10 +749,11 @@ TEST(InterTransport, HostQueryDoesNotMoveTheBreakUnderUcxHooks) {
 
 // The process's transports, one per NIC asked for: a communicator set up
 // before its process chose a GPU takes UCX's choice (""); set up again on
-// its GPU's NIC (rails), it gets a transport there, and the first one,
-// held by nobody any more, is closed when that one starts. Before, the
-// first transport was the process's for good: no rail for an application
-// that chose its GPU after MPI_Comm_split_type.
+// its GPU's NIC (rails), it gets a transport there. The first one stays
+// until finalize even when nobody holds it (closing it, forced, could drop
+// a freed communicator's last sends). Before, the first transport was the
+// process's for good: no rail for an application that chose its GPU after
+// MPI_Comm_split_type.
 int run_rank_transports_per_nic(int rank, gpucoll_bootstrap_t&) {
     using gpucoll::Runtime;
     using gpucoll::inter::Transport;
@@ -781,13 +782,14 @@ int run_rank_transports_per_nic(int rank, gpucoll_bootstrap_t&) {
             "the same NIC shares");
     k.check(!first.expired(), "%s", "nothing started: nothing closed");
     // Another NIC (one UCX does not have: whether it starts does not
-    // matter) closes the transports nobody holds.
+    // matter) leaves the transports nobody holds open until finalize.
     std::shared_ptr<Transport> bogus;
     const int b1 = rt.transport(false, "gpucoll_no_such_nic0", &bogus);
-    k.check(first.expired(), "%s", "the unheld transport was closed");
+    k.check(!first.expired(), "%s", "the unheld transport stays until finalize");
     const int b2 = rt.transport(false, "gpucoll_no_such_nic0", &bogus);
     k.check(b1 == b2, "%s", "the answer for a NIC is remembered");
     rt.release_transport();  // gpucoll_finalize
+    k.check(first.expired(), "%s", "finalize closes the transports nobody holds");
     k.check(lo != nullptr && !lo->address().empty(), "%s", "a held transport outlives finalize");
     std::shared_ptr<Transport> late;
     k.check(rt.transport(false, "", &late) != GPUCOLL_SUCCESS && late == nullptr, "%s",
@@ -795,7 +797,7 @@ int run_rank_transports_per_nic(int rank, gpucoll_bootstrap_t&) {
     return k.failures;
 }
 
-TEST(InterTransport, OnePerNicAskedForUnheldOnesClosed) {
+TEST(InterTransport, OnePerNicAskedForKeptUntilFinalize) {
 #ifndef GPUCOLL_HAVE_UCX
     GTEST_SKIP() << "built without UCX";
 #endif

@@ -413,6 +413,12 @@ TEST(TopoRails, GivenPerGpu) {
     EXPECT_EQ(rail_device_of("a+b,c", 0), "a,b");                    // two NICs for GPU 0
     EXPECT_EQ(rail_device_of("a,,c", 1), "");                        // UCX chooses for GPU 1
     EXPECT_EQ(rail_device_of("a", -1), "");
+    // By PCI bus id (per-rank CUDA_VISIBLE_DEVICES: every rank's GPU is 0)
+    const std::string by_bus = "0000:18:00.0=mlx5_0:1, 0000:2A:00.0=mlx5_1:1+mlx5_2:1";
+    EXPECT_EQ(rail_device_of(by_bus, 0, "0000:18:00.0"), "mlx5_0:1");
+    EXPECT_EQ(rail_device_of(by_bus, 0, "0000:2a:00.0"), "mlx5_1:1,mlx5_2:1");  // any case
+    EXPECT_EQ(rail_device_of(by_bus, 0, "0000:99:00.0"), "");  // not listed: UCX chooses
+    EXPECT_EQ(rail_device_of(by_bus, 0, ""), "");              // no bus id
     gpucoll_comm_config_t config;
     gpucoll_comm_config_init(&config);
     EXPECT_EQ(config.rail_devices, nullptr);

@@ -99,7 +99,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     // Rails: each process on the NIC nearest its GPU (unless the user chose).
     // A process that has not chosen its GPU yet leaves the NIC to UCX; set
     // up again on its GPU, it gets a transport on that GPU's NIC (the one
-    // on UCX's choice is closed once no communicator holds it).
+    // on UCX's choice stays until gpucoll_finalize).
     std::string bus_id, rail_why;
     if (Device* dev = Runtime::instance().device(); dev != nullptr && ordinal >= 0)
         (void)dev->pci_bus_id(ordinal, &bus_id);

@@ -214,17 +214,17 @@ void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {
     m->host_fast = false; /* host calls see the core created again, if ever */
 }
 
-/* The core answered GPUCOLL_REBIND at a blocking call (or barrier) after a
- * nonblocking call found a rank's buffers on another GPU than the one the
- * core was set up on (before the application chose its GPU): every rank
- * learnt that in that call's agreement and gets the same answer in this
- * call, after the calls started before it ended. All set the core up again
- * here, on the GPU of those buffers. */
+/* The core answered GPUCOLL_REBIND at a blocking call (or barrier): a
+ * rank's buffers in this call, or in a nonblocking call before it, are on
+ * another GPU than the one the core was set up on (before the application
+ * chose its GPU). Every rank gets the same answer in this call, after the
+ * calls started before it ended, so all set the core up again here, on the
+ * GPU of those buffers. */
 gpucoll_comm_t* mca_coll_gpucoll_rebind(mca_coll_gpucoll_module_t* m,
                                         struct ompi_communicator_t* comm, const char* where) {
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
-                    "comm %s: a nonblocking call found its buffers on another GPU than the one "
-                    "the accelerated path was set up on; setting it up again at this %s",
+                    "comm %s: buffers on another GPU than the one the accelerated path was set up "
+                    "on (in this %s or a nonblocking call before it); setting it up again",
                     comm->c_name, where);
     mca_coll_gpucoll_accel_release(m);
     return gpucoll_core(m, comm);
@@ -410,19 +410,9 @@ int mca_coll_gpucoll_accelerate(mca_coll_gpucoll_module_t* m, struct ompi_commun
     call->on_device = all_device;
     int rc = gpucoll_comm_run(core, call);
     if (GPUCOLL_REBIND == rc) {
-        /* Every rank passed device memory, and some rank's GPU is not the
-         * one current when the core was set up (an application that chose
-         * its GPU after its first collective on comm, e.g. after
-         * MPI_Comm_split_type), in this call or in a nonblocking one before
-         * it: every rank got this answer in this call, so all set the core
-         * up again here, on the GPU of those buffers, and run the call on
-         * it. Once: a second answer stages the call. */
-        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
-                        "comm %s: %s on another GPU than the one the accelerated path was set up "
-                        "on; setting it up again",
-                        comm->c_name, gpucoll_coll_name(call->coll));
-        mca_coll_gpucoll_accel_release(m);
-        core = gpucoll_core(m, comm);
+        /* Set up again on every rank, then the call runs there. Once: a
+         * second answer stages the call. */
+        core = mca_coll_gpucoll_rebind(m, comm, gpucoll_coll_name(call->coll));
         if (NULL == core) return OMPI_ERR_NOT_AVAILABLE;
         rc = gpucoll_comm_run(core, call);
         if (GPUCOLL_REBIND == rc) rc = GPUCOLL_DECLINED; /* the same answer on every rank */

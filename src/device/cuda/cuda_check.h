@@ -90,6 +90,26 @@ inline ContextCalls context_calls;
 constexpr int kMaxPrimary = 64;
 inline std::atomic<CUcontext> primary_contexts[kMaxPrimary];
 inline std::mutex primary_mutex;
+// Each GPU's driver handle (cuDeviceGet) + 1, asked once (0: not yet):
+// every switch compares the current context's device with it.
+inline std::atomic<int> device_handles[kMaxPrimary] = {};
+
+// GPU device's driver handle; false if the driver will not give it.
+inline bool device_handle(int device, CUdevice* out) {
+    if (device >= 0 && device < kMaxPrimary) {
+        const int cached = device_handles[device].load(std::memory_order_relaxed);
+        if (cached > 0) {
+            *out = cached - 1;  // stored + 1: 0 means not asked yet
+            return true;
+        }
+    }
+    if (context_calls.device_get == nullptr ||
+        context_calls.device_get(out, device) != CUDA_SUCCESS)
+        return false;
+    if (device >= 0 && device < kMaxPrimary)
+        device_handles[device].store(static_cast<int>(*out) + 1, std::memory_order_relaxed);
+    return true;
+}
 
 // GPU device's primary context, or nullptr where the driver calls are not
 // there (then cudaSetDevice switches).
@@ -103,8 +123,8 @@ inline Status primary_context(int device, CUcontext* out) {
     if (*out != nullptr) return kSuccess;
     CUdevice handle = 0;
     CUcontext context = nullptr;
-    if (context_calls.device_get(&handle, device) != CUDA_SUCCESS ||
-        context_calls.retain(&context, handle) != CUDA_SUCCESS || context == nullptr)
+    if (!device_handle(device, &handle) || context_calls.retain(&context, handle) != CUDA_SUCCESS ||
+        context == nullptr)
         return set_error(GPUCOLL_ERR_DEVICE, "cannot retain GPU %d's primary context", device);
     primary_contexts[device].store(context, std::memory_order_release);
     *out = context;
@@ -132,8 +152,8 @@ inline Status switch_device(int device, DeviceSwitch* out) {
         context = nullptr;
     if (context != nullptr && context_calls.get_device != nullptr) {
         CUdevice current = -1, wanted = -1;
-        if (context_calls.get_device(&current) == CUDA_SUCCESS &&
-            context_calls.device_get(&wanted, device) == CUDA_SUCCESS && current == wanted)
+        if (context_calls.get_device(&current) == CUDA_SUCCESS && device_handle(device, &wanted) &&
+            current == wanted)
             return kSuccess;
     }
     CUcontext primary = nullptr;
@@ -165,8 +185,7 @@ inline void restore_device(const DeviceSwitch& s) {
 }
 
 // switch_device while the guard lives, restore_device afterwards. Cheap when
-// the device already is current (cuCtxGetCurrent, cuCtxGetDevice and
-// cuDeviceGet).
+// the device already is current (cuCtxGetCurrent and cuCtxGetDevice).
 class ScopedDevice {
 public:
     ScopedDevice() = default;

@@ -355,17 +355,38 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
                                          dtype, op, root);
 }
 
+/* Open MPI starts collectives of its own on a communicator from its
+ * progress engine: the rounds of MPI_Comm_idup (one int, MPI_MAX or
+ * MPI_MIN: an iallreduce on an intracommunicator; an ireduce and an ibcast
+ * on an intercommunicator's local group). They start wherever progress
+ * runs: inside a blocking call on one rank, in MPI_Wait or MPI_Test on
+ * another, before the accelerated path was set up on one rank and after
+ * on another. Counted with the application's calls they would shift the
+ * call numbers of some ranks only (wrong results, a hang). What keeps them
+ * out must be decided alike on every rank, so it looks only at what every
+ * rank passes alike, the bytes of the call: nonblocking allreduce, reduce
+ * and bcast of at most this many bytes go to Open MPI's own module on
+ * every rank without the core (device buffers staged), and do not ask for
+ * the accelerated path to be set up. */
+#define MCA_COLL_GPUCOLL_TINY_NONBLOCKING_BYTES 8
+
+static bool tiny(int count, struct ompi_datatype_t* dtype) {
+    size_t size = 0;
+    if (count < 0 || OMPI_SUCCESS != ompi_datatype_type_size(dtype, &size)) return false;
+    return (size_t)count * size <= MCA_COLL_GPUCOLL_TINY_NONBLOCKING_BYTES;
+}
+
 /* i<name> on the accelerated path where the communicator has one, else
  * staged (coll_gpucoll_forms.c: mca_coll_gpucoll_staged_i<name>). Also when
  * made from inside a saved host algorithm on this communicator (in_host):
- * Open MPI's progress engine starts MPI_Comm_idup's iallreduce rounds
- * wherever it runs, inside such an algorithm on one rank, in MPI_Wait on
- * another; every rank must post (or not) the same calls, so the core counts
- * them all. */
-#define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS)                                                   \
+ * every rank must post (or not) the same calls, so the core counts them
+ * all, except the tiny ones above (TINY: this call is one). */
+#define GPUCOLL_DEFINE_I_ACCEL(name, DECL, ARGS, TINY)                                             \
     int mca_coll_gpucoll_accel_i##name(GPUCOLL_UNPACK DECL, struct ompi_communicator_t* comm,      \
                                        ompi_request_t** request, mca_coll_base_module_t* module) { \
         mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;                         \
+        if (TINY)                                                                                  \
+            return mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);    \
         gpucoll_comm_t* core = mca_coll_gpucoll_nonblocking_core(m, comm);                         \
         if (NULL == core)                                                                          \
             return mca_coll_gpucoll_staged_i##name(GPUCOLL_UNPACK ARGS, comm, request, module);    \
@@ -400,25 +421,25 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
 GPUCOLL_DEFINE_I_ACCEL(allreduce,
                        (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op),
-                       (sbuf, rbuf, count, dtype, op))
+                       (sbuf, rbuf, count, dtype, op), tiny(count, dtype))
 GPUCOLL_DEFINE_I_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
-                       (buf, count, dtype, root))
+                       (buf, count, dtype, root), tiny(count, dtype))
 GPUCOLL_DEFINE_I_ACCEL(allgather,
                        (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
                         int rcount, struct ompi_datatype_t* rdtype),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype))
+                       (sbuf, scount, sdtype, rbuf, rcount, rdtype), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter,
                        (const void* sbuf, void* rbuf, const int* rcounts,
                         struct ompi_datatype_t* dtype, struct ompi_op_t* op),
-                       (sbuf, rbuf, rcounts, dtype, op))
+                       (sbuf, rbuf, rcounts, dtype, op), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter_block,
                        (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op),
-                       (sbuf, rbuf, rcount, dtype, op))
+                       (sbuf, rbuf, rcount, dtype, op), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce,
                        (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
                         struct ompi_op_t* op, int root),
-                       (sbuf, rbuf, count, dtype, op, root))
+                       (sbuf, rbuf, count, dtype, op, root), tiny(count, dtype))
 
 /* <name>_init on the accelerated path where the communicator has one. A
  * rank whose buffers are all device memory gets a request whose every start

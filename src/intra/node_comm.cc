@@ -781,7 +781,32 @@ int NodeComm::failed_by_peer() {
 int NodeComm::decline() {
     drain();  // calls started before this one end first
     GPUCOLL_TRY(take_pending_rebind());
-    return decline_now();
+    int status;
+    {
+        const Busy busy(this);
+        status = decline_now();
+    }
+    post_deferred();
+    return status;
+}
+
+// A blocking call of ours runs from its sequence number to its end; a
+// nonblocking call started from inside its waits (Open MPI's progress engine
+// starts other calls wherever it runs) would take the next number and post
+// in the middle of it: its peers would read a post not yet written, and our
+// progress word would run ahead of our steps. Such a call waits in the
+// queue until the blocking one ended (progress() returns at once while
+// advancing_), then posts here. Peers that posted it before the blocking
+// call see its decline or its post where we post the blocking call's: the
+// call is staged on every rank, as is that mismatch's other half.
+NodeComm::Busy::Busy(NodeComm* comm) : comm_(comm), was_(comm->advancing_) {
+    comm->advancing_ = true;
+}
+
+NodeComm::Busy::~Busy() { comm_->advancing_ = was_; }
+
+void NodeComm::post_deferred() {
+    if (!advancing_ && !queue_.empty()) enqueued();
 }
 
 int NodeComm::settle() {
@@ -1004,8 +1029,13 @@ int NodeComm::run(const gpucoll_call_t& call) {
         op.decline_only = true;
     }
     rebind_device_.store(-1, std::memory_order_relaxed);
-    begin(op);
-    const int status = op.done ? op.status : conclude(op);
+    int status;
+    {
+        const Busy busy(this);
+        begin(op);
+        status = op.done ? op.status : conclude(op);
+    }
+    post_deferred();
     // Every rank sets the communicator up again, this thread right away:
     // there, on the GPU of the buffers that asked for it (the thread's
     // current GPU may be another, or none: a thread that never chose one

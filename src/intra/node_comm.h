@@ -413,7 +413,22 @@ private:
     // Calls in queue_ (or being ended), for decline_unlocked: changed under
     // lock(), read without it.
     std::atomic<size_t> queued_{0};
-    bool advancing_ = false;  // inside progress(): waits must not re-enter it
+    // Inside progress() or a blocking call (Busy): waits must not re-enter
+    // progress(), and nonblocking calls started meanwhile stay queued.
+    bool advancing_ = false;
+    class Busy {
+    public:
+        explicit Busy(NodeComm* comm);
+        ~Busy();
+        Busy(const Busy&) = delete;
+        Busy& operator=(const Busy&) = delete;
+
+    private:
+        NodeComm* comm_;
+        bool was_;
+    };
+    // After a blocking call: post what was started inside its waits.
+    void post_deferred();
     ProgressAgent::Mode agent_mode_ = ProgressAgent::Mode::Off;
     std::recursive_mutex lock_;
     bool poisoned_ = false;

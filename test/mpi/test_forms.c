@@ -371,7 +371,16 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
          * reduce_scatter(_block) and reduce with every rank on device memory
          * and a plain datatype: the accelerated path. Mixed kinds: declined
          * on every rank, staged. */
-        const int accelerated = form != F_BLOCKING && nonblocking_accelerated &&
+        /* Nonblocking allreduce, reduce and bcast of at most 8 bytes go to
+         * Open MPI's module on every rank (what MPI_Comm_idup starts from the
+         * progress engine looks like that): staged on device memory. */
+        int type_bytes = 0;
+        MPI_Type_size(L.dt, &type_bytes);
+        const int tiny = form == F_NONBLOCKING &&
+                         (s->coll == GPUCOLL_COLL_ALLREDUCE || s->coll == GPUCOLL_COLL_REDUCE ||
+                          s->coll == GPUCOLL_COLL_BCAST) &&
+                         (long)s->count * type_bytes <= 8;
+        const int accelerated = form != F_BLOCKING && nonblocking_accelerated && !tiny &&
                                 s->coll < GPUCOLL_COLL_REDUCE_LOCAL &&
                                 (mode == M_DEVICE || (mode == M_MIXED && L.n == 1)) && !s->strided;
         const gpucoll_path_t want = accelerated        ? GPUCOLL_PATH_ACCELERATED

@@ -19,6 +19,7 @@
  *   --slack-maps must cover the bound of an IPC mapping cache (if any).
  */
 #include <dirent.h>
+#include <unistd.h>
 
 #include "mpi_test_util.h"
 
@@ -200,8 +201,8 @@ static void loop_realloc(void) {
  * 2. communicators
  * ---------------------------------------------------------------------- */
 
-static void run_on(MPI_Comm comm, gpucoll_coll_t coll, MPI_Datatype dt, int op, size_t count,
-                   int in_place, int root) {
+static void run_case(MPI_Comm comm, gpucoll_coll_t coll, MPI_Datatype dt, int op, size_t count,
+                     int in_place, int root, int extra_delegated) {
     tu_case_t c = {
         .coll = coll,
         .type = tu_type_by_dt(dt),
@@ -214,8 +215,14 @@ static void run_on(MPI_Comm comm, gpucoll_coll_t coll, MPI_Datatype dt, int op, 
         .seed = g_seed++,
         .comm = comm,
         .expect_mask = TU_MASK_DEFAULT,
+        .extra_delegated = extra_delegated,
     };
     tu_run_case(&c);
+}
+
+static void run_on(MPI_Comm comm, gpucoll_coll_t coll, MPI_Datatype dt, int op, size_t count,
+                   int in_place, int root) {
+    run_case(comm, coll, dt, op, count, in_place, root, 0);
 }
 
 static void loop_comms(void) {
@@ -275,6 +282,57 @@ static void loop_idup(void) {
     MPI_Comm_free(&parent);
 }
 
+/* MPI_Comm_idup's rounds started by the progress engine while this rank
+ * waits inside gpucoll's own blocking call on the parent: rank 0 returns
+ * from the bcast at once and waits in the allreduce for the late ranks,
+ * running Open MPI's progress, which starts the idup's rounds there; the
+ * late ranks start them elsewhere. Such a round took the next call number
+ * in the middle of the allreduce: wrong results, "different collectives"
+ * errors on some ranks, a hang. The allreduce must be accelerated and
+ * right on every rank. */
+static void loop_idup_inside_call(void) {
+    MPI_Comm parent;
+    MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+    run_on(parent, GPUCOLL_COLL_ALLREDUCE, MPI_FLOAT, TU_OP_SUM, 256, 0, 0);
+    const int iterations = g_iterations < 20 ? g_iterations : 20;
+    for (int it = 0; it < iterations; it++) {
+        int x = it;
+        if (tu.world_rank != 0) usleep(5000u * (unsigned)tu.world_rank);
+        MPI_Bcast(&x, 1, MPI_INT, 0, parent);
+        MPI_Comm copy;
+        MPI_Request req;
+        MPI_Comm_idup(parent, &copy, &req);
+        /* the idup's rounds may run inside it, on the delegated path */
+        run_case(parent, GPUCOLL_COLL_ALLREDUCE, MPI_FLOAT, TU_OP_SUM, it % 2 ? 256 : 70000, 0, 0,
+                 1);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        MPI_Comm_free(&copy);
+    }
+    MPI_Comm_free(&parent);
+}
+
+/* MPI_Comm_idup on a communicator not set up yet, its request tested on
+ * rank 0 only (local, legal): the progress engine starts the idup's first
+ * round there alone. The next barrier set the accelerated path up (a
+ * blocking exchange) on rank 0 alone, while the others ran Open MPI's
+ * barrier: a hang. After it, calls on the parent and the copy work. */
+static void idup_tested_then_barrier(void) {
+    MPI_Comm parent, copy;
+    MPI_Request req;
+    MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+    MPI_Comm_idup(parent, &copy, &req);
+    if (tu.world_rank == 0) {
+        int flag = 0;
+        for (int i = 0; i < 20 && !flag; i++) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(parent);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    run_on(parent, GPUCOLL_COLL_ALLREDUCE, MPI_FLOAT, TU_OP_SUM, 1024, 0, 0);
+    run_on(copy, GPUCOLL_COLL_BCAST, MPI_INT, TU_OP_NONE, 100, 0, 0);
+    MPI_Comm_free(&copy);
+    MPI_Comm_free(&parent);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_lifecycle");
@@ -302,6 +360,8 @@ int main(int argc, char** argv) {
     loop_realloc();
     loop_comms();
     loop_idup();
+    loop_idup_inside_call();
+    idup_tested_then_barrier();
     int rc = tu_finalize();
     MPI_Finalize();
     return rc;

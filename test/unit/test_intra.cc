@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -473,6 +477,124 @@ TEST(IntraFailure, DeviceFlagsQueuedStepDoesNotHideTheAbort) {
             }
         }
         bs.barrier(bs.ctx);
+    });
+}
+
+// A nonblocking call started from inside a blocking call's wait (Open MPI's
+// progress engine starts calls of its own wherever it runs: MPI_Comm_idup's
+// rounds) is posted after the blocking call, not in its middle: there it
+// took the next call number while the blocking call was running, its peers
+// read a post not yet written and saw its progress word past steps it had
+// not made (wrong results, "different collectives", a hang). Rank 0 comes
+// late; the others start the nonblocking call from inside their wait for
+// it, rank 0 after its blocking call: every rank runs both, accelerated.
+namespace reentry {
+// Ends the process with a message where the test hangs (the old code's
+// failure); disarmed when the test ends.
+class Watchdog {
+public:
+    Watchdog(int seconds, const char* what)
+        : thread_([this, seconds, what] {
+              std::unique_lock lock(m_);
+              if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
+                  std::fprintf(stderr, "%s: not ended after %d s: hung\n", what, seconds);
+                  std::abort();
+              }
+          }) {}
+    ~Watchdog() {
+        {
+            std::lock_guard lock(m_);
+            done_ = true;
+        }
+        cv_.notify_one();
+        thread_.join();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;  // last: starts once the rest is made
+};
+thread_local gpucoll_comm_t* t_comm = nullptr;
+thread_local gpucoll_call_t t_call{};
+thread_local gpucoll_pending_t* t_op = nullptr;
+thread_local int t_start_rc = 0;
+void start_once() {
+    if (t_comm != nullptr && t_op == nullptr)
+        t_start_rc = gpucoll_comm_start(t_comm, &t_call, GPUCOLL_FORM_NONBLOCKING, &t_op);
+}
+}  // namespace reentry
+
+TEST(IntraReentry, CallStartedInsideAWaitPostsAfterTheBlockingCall) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const reentry::Watchdog watchdog(60, "IntraReentry");
+    const int n = 3;
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        cfg.progress_thread = 0;
+        cfg.progress = reentry::start_once;
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, &cfg, &comm) != 0 || comm == nullptr) {
+            fail = "create failed";
+            return;
+        }
+        const size_t count = 70000;  // two-shot: steps between the ranks
+        std::vector<float> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+        void* send = dalloc(count * sizeof(float));
+        void* recv[2] = {dalloc(count * sizeof(float)), dalloc(count * sizeof(float))};
+        upload(send, in);
+        for (int iter = 0; iter < 5 && fail.empty(); ++iter) {
+            gpucoll_call_t call{};
+            call.coll = GPUCOLL_COLL_ALLREDUCE;
+            call.sendbuf = send;
+            call.count = count;
+            call.dtype = GPUCOLL_FLOAT;
+            call.op = GPUCOLL_OP_SUM;
+            call.eligible = 1;
+            call.on_device = 1;
+            reentry::t_call = call;
+            reentry::t_call.recvbuf = recv[1];
+            reentry::t_op = nullptr;
+            call.recvbuf = recv[0];
+            if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            reentry::t_comm = rank == 0 ? nullptr : comm;  // the others: from inside the wait
+            const int rc = gpucoll_comm_run(comm, &call);
+            reentry::t_comm = comm;
+            if (rank != 0 && reentry::t_op == nullptr && fail.empty())
+                fail = "iter " + std::to_string(iter) + ": the wait never called progress";
+            reentry::start_once();  // rank 0: after its blocking call
+            reentry::t_comm = nullptr;
+            if ((rc != GPUCOLL_SUCCESS || reentry::t_start_rc != 0) && fail.empty())
+                fail = "iter " + std::to_string(iter) + ": blocking " + std::to_string(rc) +
+                       ", start " + std::to_string(reentry::t_start_rc) + ": " +
+                       gpucoll_last_error();
+            int done = 0, rc2 = GPUCOLL_SUCCESS;
+            while (reentry::t_op != nullptr && !done)
+                rc2 = gpucoll_pending_test(reentry::t_op, &done);
+            if (reentry::t_op != nullptr) gpucoll_pending_free(reentry::t_op);
+            if (rc2 != GPUCOLL_SUCCESS && fail.empty())
+                fail = "iter " + std::to_string(iter) + ": nonblocking " + std::to_string(rc2) +
+                       ": " + gpucoll_last_error();
+            for (int b = 0; b < 2 && fail.empty(); ++b) {
+                const std::vector<float> out = download<float>(recv[b], count);
+                for (size_t i = 0; i < count && fail.empty(); i += 97) {
+                    float want = 0;
+                    for (int r = 0; r < n; ++r) want += value(r, i);
+                    if (out[i] != want)
+                        fail = "iter " + std::to_string(iter) +
+                               (b == 0 ? " blocking" : " nonblocking") + ": element " +
+                               std::to_string(i) + " = " + std::to_string(out[i]) + ", want " +
+                               std::to_string(want);
+                }
+            }
+        }
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(send);
+        for (void* d : recv) gpucoll_free_device(d);
+        gpucoll_comm_destroy(comm);
     });
 }
 

@@ -85,7 +85,11 @@ class IpcMapping {
 public:
     virtual ~IpcMapping() = default;
     virtual void* address() const = 0;  // device address usable by this process
-    virtual size_t size() const = 0;
+    virtual size_t size() const = 0;    // the bytes the exporter described
+    // The bytes this mapping keeps mapped, what a bound on imports counts:
+    // the whole allocation where the driver maps it all (CUDA), whatever
+    // the exporter claimed; whole pages on emu.
+    virtual size_t resident() const { return size(); }
 };
 
 // An ordered queue of device work. Work enqueued on a stream is complete

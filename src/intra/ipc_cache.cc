@@ -65,7 +65,7 @@ Status IpcCache::resolve(Device* device, int ordinal, int owner_pid, const Buffe
     if (it == imports_.end()) {
         std::unique_ptr<IpcMapping> mapping;
         GPUCOLL_TRY(import_locked(device, owner_pid, desc, &mapping));
-        const size_t size = mapping->size();
+        const size_t size = mapping->resident();  // what it keeps mapped, not the claim
         if (capacity_bytes_ != 0 && size > capacity_bytes_) {
             // Larger than the whole bound: for this call only.
             *pin = std::shared_ptr<IpcMapping>(std::move(mapping));
@@ -127,7 +127,7 @@ void IpcCache::forget_overlapping_locked(int owner_pid, uint64_t base, uint64_t 
 }
 
 void IpcCache::erase_locked(std::map<Key, Import>::iterator it) {
-    bytes_ -= std::min(bytes_, it->second.mapping->size());
+    bytes_ -= std::min(bytes_, it->second.mapping->resident());
     lru_.erase(it->second.lru);
     imports_.erase(it);
 }

@@ -83,7 +83,7 @@ private:
     mutable std::mutex mutex_;
     size_t capacity_;
     size_t capacity_bytes_ = 0;  // 0 until a communicator sets it: no byte bound
-    size_t bytes_ = 0;           // sum of the cached mappings' sizes
+    size_t bytes_ = 0;           // sum of the cached mappings' resident bytes
     std::map<Key, Import> imports_;
     std::list<Key> lru_;                     // front: most recently used
     std::map<uint64_t, IpcHandle> exports_;  // by local buffer id; unexportable: not here

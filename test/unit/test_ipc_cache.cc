@@ -30,16 +30,16 @@ using test_io::write_all;
 constexpr size_t kBytes = 1 << 20;
 constexpr int kRounds = 12;
 
-// The peer: each round allocates a buffer of kBytes (the last round of a
-// kept run: 4 x kBytes), fills it with the round number, describes it, waits
+// The peer: each round allocates a buffer of `each` bytes (the last round of
+// a kept run: 4 x that), fills it with the round number, describes it, waits
 // until the parent has read it, then frees it (often the next buffer comes
 // back at the same address), or, when keep, keeps it (distinct addresses).
-[[noreturn]] void peer(int desc_out, int ack_in, bool keep) {
+[[noreturn]] void peer(int desc_out, int ack_in, bool keep, size_t each) {
     auto dev = gpucoll::make_emu_device();
     IpcCache exports(16);
     std::vector<void*> kept;
     for (int round = 0; round < kRounds; ++round) {
-        const size_t bytes = keep && round == kRounds - 1 ? 4 * kBytes : kBytes;
+        const size_t bytes = keep && round == kRounds - 1 ? 4 * each : each;
         void* p = nullptr;
         if (dev->alloc(&p, bytes) != gpucoll::kSuccess) _exit(10);
         std::vector<unsigned char> fill(bytes, static_cast<unsigned char>(round + 1));
@@ -64,7 +64,7 @@ protected:
         dev_ = gpucoll::make_emu_device();
         ASSERT_NE(dev_, nullptr);
     }
-    void start(bool keep) {
+    void start(bool keep, size_t each = kBytes) {
         int desc_pipe[2], ack_pipe[2];
         ASSERT_EQ(pipe(desc_pipe), 0);
         ASSERT_EQ(pipe(ack_pipe), 0);
@@ -73,7 +73,7 @@ protected:
         if (child_ == 0) {
             close(desc_pipe[0]);
             close(ack_pipe[1]);
-            peer(desc_pipe[1], ack_pipe[0], keep);
+            peer(desc_pipe[1], ack_pipe[0], keep, each);
         }
         close(desc_pipe[1]);
         close(ack_pipe[0]);
@@ -246,6 +246,34 @@ TEST_F(IpcCacheAcrossProcesses, MappedBytesStayWithinTheBound) {
         pin.reset();
         ack();
     }
+    EXPECT_EQ(finish(), 0) << "the peer failed";
+}
+
+// The bound counts what a mapping keeps mapped, not what the peer described:
+// buffers of 100 bytes keep a page each mapped (emu; on CUDA the whole
+// allocation, whatever size the peer claims). Counting the claims, all of
+// them would stay under a bound of three and a half pages.
+TEST_F(IpcCacheAcrossProcesses, TheBoundCountsMappedPagesNotClaimedBytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    start(/*keep=*/true, 100);
+    IpcCache cache(64);
+    const size_t bound = 3 * page + page / 2;
+    cache.reserve_bytes(bound);
+    for (int round = 0; round < kRounds - 1; ++round) {
+        SCOPED_TRACE(testing::Message() << "round " << round);
+        const BufferDesc desc = next();
+        void* addr = nullptr;
+        std::shared_ptr<gpucoll::IpcMapping> pin;
+        ASSERT_EQ(cache.resolve(dev_.get(), 0, child_, desc, &addr, &pin), gpucoll::kSuccess)
+            << gpucoll::last_error();
+        EXPECT_EQ(pin->size(), 100u);
+        EXPECT_EQ(pin->resident(), page);
+        EXPECT_EQ(cache.mapped_bytes(), std::min<size_t>(round + 1, 3) * page);
+        pin.reset();
+        ack();
+    }
+    (void)next();  // the last round's buffer: not imported
+    ack();
     EXPECT_EQ(finish(), 0) << "the peer failed";
 }
 

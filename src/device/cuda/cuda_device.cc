@@ -418,7 +418,7 @@ uint64_t process_token() {
 class CudaIpcMapping final : public IpcMapping {
 public:
     CudaIpcMapping(void* address, size_t size, int device, bool opened)
-        : address_(address), size_(size), device_(device), opened_(opened) {}
+        : address_(address), size_(size), resident_(size), device_(device), opened_(opened) {}
     CudaIpcMapping(const CudaIpcMapping&) = delete;
     CudaIpcMapping& operator=(const CudaIpcMapping&) = delete;
     ~CudaIpcMapping() override {
@@ -431,10 +431,14 @@ public:
 
     void* address() const override { return address_; }
     size_t size() const override { return size_; }
+    size_t resident() const override { return resident_; }
+    // What the driver mapped (the whole allocation), once it is known.
+    void set_resident(size_t bytes) { resident_ = bytes; }
 
 private:
     void* address_;
     size_t size_;
+    size_t resident_;
     int device_;
     bool opened_;
 };
@@ -995,6 +999,7 @@ Status CudaDevice::ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMappin
                          "mapping holds %zu",
                          wire.pid, static_cast<unsigned long long>(wire.size), mapped);
     }
+    mapping->set_resident(mapped);  // a bound on imports counts this, not the claim
     *out = std::move(mapping);
     return kSuccess;
 }

@@ -140,21 +140,24 @@ static_assert(sizeof(EmuIpcHandle) <= sizeof(IpcHandle::bytes));
 class EmuIpcMapping final : public IpcMapping {
 public:
     EmuIpcMapping(std::shared_ptr<EmuMemory> memory, PageMapping device_view, PageMapping host_view,
-                  size_t size)
+                  size_t size, size_t resident)
         : memory_(std::move(memory)),
           device_view_(std::move(device_view)),
           host_view_(std::move(host_view)),
-          size_(size) {}
+          size_(size),
+          resident_(resident) {}
     ~EmuIpcMapping() override { memory_->unregister_import(device_view_.data()); }
 
     void* address() const override { return device_view_.data(); }
     size_t size() const override { return size_; }
+    size_t resident() const override { return resident_; }
 
 private:
     std::shared_ptr<EmuMemory> memory_;
     PageMapping device_view_;
     PageMapping host_view_;
     size_t size_;
+    size_t resident_;
 };
 
 }  // namespace
@@ -409,7 +412,7 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
                                      ImportedRange{h.base + h.mapped_bytes, h.buffer_id, key});
     }
     *out = std::make_unique<EmuIpcMapping>(shared_from_this(), std::move(device_view),
-                                           std::move(host_view), h.size);
+                                           std::move(host_view), h.size, h.mapped_bytes);
     return kSuccess;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -59,7 +60,7 @@ constexpr int kRounds = 12;
 }
 
 class IpcCacheAcrossProcesses : public ::testing::Test {
-protected:
+public:  // also for expect_stale_mappings_refused
     void SetUp() override {
         dev_ = gpucoll::make_emu_device();
         ASSERT_NE(dev_, nullptr);
@@ -185,34 +186,60 @@ TEST_F(IpcCacheAcrossProcesses, EachGpuGetsItsOwnMapping) {
     EXPECT_EQ(finish(), 0) << "the peer failed";
 }
 
-TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
-    // The imitation itself, without the cache: an open mapping of a freed
-    // allocation blocks the import of the allocation now at that address.
-    start(/*keep=*/false);
+// The imitation itself, without the cache: an open mapping of a freed
+// allocation blocks the import of the allocation now at that address. With
+// two GPUs each imports every buffer, GPU 0's mapping is closed at once and
+// GPU 1's kept: GPU 1's stale mapping must still block (emu registered only
+// the first GPU's import of a buffer, and forgot it when that one closed).
+void expect_stale_mappings_refused(IpcCacheAcrossProcesses& t, int gpus) {
+    if (gpus > 1) {
+        setenv("GPUCOLL_EMU_DEVICES", std::to_string(gpus).c_str(), 1);
+        t.dev_ = gpucoll::make_emu_device();
+        unsetenv("GPUCOLL_EMU_DEVICES");
+        ASSERT_EQ(t.dev_->device_count(), gpus);
+    }
+    t.start(/*keep=*/false);
     std::vector<std::unique_ptr<gpucoll::IpcMapping>> kept;
     std::vector<BufferDesc> seen;
     int refused = 0, overlapping = 0;
     for (int round = 0; round < kRounds; ++round) {
-        const BufferDesc desc = next();
+        const BufferDesc desc = t.next();
         bool overlaps = false;
         for (const BufferDesc& s : seen)
             overlaps |= s.base < desc.base + desc.size && desc.base < s.base + s.size;
-        std::unique_ptr<gpucoll::IpcMapping> m;
-        const gpucoll::Status s = dev_->ipc_import(desc.handle, &m);
+        std::vector<std::unique_ptr<gpucoll::IpcMapping>> m(static_cast<size_t>(gpus));
+        std::vector<gpucoll::Status> s(static_cast<size_t>(gpus));
+        for (int ordinal = 0; ordinal < gpus; ++ordinal) {
+            if (gpus > 1) {
+                ASSERT_EQ(t.dev_->set_current_device(ordinal), gpucoll::kSuccess);
+            }
+            s[size_t(ordinal)] = t.dev_->ipc_import(desc.handle, &m[size_t(ordinal)]);
+        }
+        if (gpus > 1) m[0].reset();  // GPU 0's closes; the last GPU's stays open
         if (overlaps) {
             ++overlapping;
-            EXPECT_NE(s, gpucoll::kSuccess) << "round " << round;
-            refused += s != gpucoll::kSuccess;
+            EXPECT_NE(s[0], gpucoll::kSuccess) << "round " << round;
+            refused += s[0] != gpucoll::kSuccess;
         } else {
-            EXPECT_EQ(s, gpucoll::kSuccess) << gpucoll::last_error();
+            for (const gpucoll::Status x : s) {
+                EXPECT_EQ(x, gpucoll::kSuccess) << gpucoll::last_error();
+            }
             seen.push_back(desc);
-            kept.push_back(std::move(m));
+            kept.push_back(std::move(m.back()));
         }
-        ack();
+        t.ack();
     }
-    EXPECT_EQ(finish(), 0) << "the peer failed";
+    EXPECT_EQ(t.finish(), 0) << "the peer failed";
     EXPECT_GT(overlapping, 0) << "the peer never allocated at a freed buffer's address";
     EXPECT_EQ(refused, overlapping);
+}
+
+TEST_F(IpcCacheAcrossProcesses, EmuRefusesAnImportOverlappingAStaleMapping) {
+    expect_stale_mappings_refused(*this, 1);
+}
+
+TEST_F(IpcCacheAcrossProcesses, EmuRefusesWhileAnotherGpuStillMapsIt) {
+    expect_stale_mappings_refused(*this, 2);
 }
 
 // The bytes kept mapped stay within the bound (least recently used go

@@ -368,12 +368,10 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
     const std::pair<int, uint64_t> range_key{h.pid, h.base};
     {
         std::shared_lock lock(mutex_);
-        // The first open import of that process starting at or after base,
-        // and the one before it: the only candidates for an overlap.
-        auto next = imported_ranges_.lower_bound(range_key);
-        for (auto it :
-             {next, next == imported_ranges_.begin() ? imported_ranges_.end() : std::prev(next)}) {
-            if (it == imported_ranges_.end() || it->first.first != h.pid) continue;
+        // Every open import of that process (a few: the cache bounds them;
+        // imports are cache misses).
+        for (auto it = imported_ranges_.lower_bound({h.pid, 0});
+             it != imported_ranges_.end() && it->first.first == h.pid; ++it) {
             const uint64_t start = it->first.second;
             if (start < h.base + h.mapped_bytes && h.base < it->second.end &&
                 it->second.buffer_id != h.buffer_id) {
@@ -408,8 +406,8 @@ Status EmuMemory::import_handle(const IpcHandle& handle, std::unique_ptr<IpcMapp
         std::unique_lock lock(mutex_);
         widen_bounds(key, region.mapped_bytes);
         regions_.emplace(key, std::move(region));
-        imported_ranges_.try_emplace(range_key,
-                                     ImportedRange{h.base + h.mapped_bytes, h.buffer_id, key});
+        imported_ranges_.emplace(range_key,
+                                 ImportedRange{h.base + h.mapped_bytes, h.buffer_id, key});
     }
     *out = std::make_unique<EmuIpcMapping>(shared_from_this(), std::move(device_view),
                                            std::move(host_view), h.size, h.mapped_bytes);

@@ -151,7 +151,9 @@ private:
         uint64_t buffer_id;
         uintptr_t local;  // the device view here
     };
-    std::map<std::pair<int, uint64_t>, ImportedRange> imported_ranges_;
+    // By (exporter pid, exporter base); one entry per open import (each
+    // GPU's import of the same buffer has its own).
+    std::multimap<std::pair<int, uint64_t>, ImportedRange> imported_ranges_;
 };
 
 // Never reused for the life of the process (shared by allocations and imports).

@@ -796,9 +796,10 @@ int NodeComm::decline() {
 // in the middle of it: its peers would read a post not yet written, and our
 // progress word would run ahead of our steps. Such a call waits in the
 // queue until the blocking one ended (progress() returns at once while
-// advancing_), then posts here. Peers that posted it before the blocking
-// call see its decline or its post where we post the blocking call's: the
-// call is staged on every rank, as is that mismatch's other half.
+// advancing_), then posts here. The order of the two calls must still be
+// the same on every rank, as MPI requires of an application's calls; Open
+// MPI's own calls started from its progress engine (MPI_Comm_idup's) do not
+// keep it, and never come here (the component hands them to Open MPI).
 NodeComm::Busy::Busy(NodeComm* comm) : comm_(comm), was_(comm->advancing_) {
     comm->advancing_ = true;
 }

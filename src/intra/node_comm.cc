@@ -1036,12 +1036,13 @@ int NodeComm::run(const gpucoll_call_t& call) {
         begin(op);
         status = op.done ? op.status : conclude(op);
     }
-    post_deferred();
     // Every rank sets the communicator up again, this thread right away:
     // there, on the GPU of the buffers that asked for it (the thread's
     // current GPU may be another, or none: a thread that never chose one
-    // would set up on none again, and rebind at every call).
+    // would set up on none again, and rebind at every call). Read before a
+    // deferred call's prepare() writes it again.
     if (status == GPUCOLL_REBIND) t_rebind_device = rebind_device_.load(std::memory_order_relaxed);
+    post_deferred();
     return status;
 }
 

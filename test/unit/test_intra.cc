@@ -550,18 +550,9 @@ TEST(IntraReentry, CallStartedInsideAWaitPostsAfterTheBlockingCall) {
         void* recv[2] = {dalloc(count * sizeof(float)), dalloc(count * sizeof(float))};
         upload(send, in);
         for (int iter = 0; iter < 5; ++iter) {  // all of them: every rank makes every call
-            gpucoll_call_t call{};
-            call.coll = GPUCOLL_COLL_ALLREDUCE;
-            call.sendbuf = send;
-            call.count = count;
-            call.dtype = GPUCOLL_FLOAT;
-            call.op = GPUCOLL_OP_SUM;
-            call.eligible = 1;
-            call.on_device = 1;
-            reentry::t_call = call;
-            reentry::t_call.recvbuf = recv[1];
+            gpucoll_call_t call = sum_allreduce_call(send, recv[0], count);
+            reentry::t_call = sum_allreduce_call(send, recv[1], count);
             reentry::t_op = nullptr;
-            call.recvbuf = recv[0];
             if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             reentry::t_comm = rank == 0 ? nullptr : comm;  // the others: from inside the wait
             const int rc = gpucoll_comm_run(comm, &call);

@@ -3,10 +3,12 @@
  * initialisation, and the per-communicator decision to take part.
  */
 #include <string.h>
+#include <strings.h>
 
 #include "coll_gpucoll.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/util/info.h"
 
 static int gpucoll_register(void);
 static int gpucoll_open(void);
@@ -434,8 +436,30 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
     return OMPI_SUCCESS;
 }
 
+/* The info key "gpucoll_enable" on a communicator (MPI_Comm_dup_with_info,
+ * MPI_Comm_split_type...): "false", "0", "no" or "off" keep gpucoll off it, so
+ * its collectives go to Open MPI's modules with nothing of gpucoll in
+ * between (device buffers included: as without the component). Any other
+ * value, or none, leaves the choice to the MCA parameters. Like an MCA
+ * parameter, it must be the same on every rank of the communicator. */
+static bool gpucoll_info_disabled(struct ompi_communicator_t* comm) {
+    char value[16];
+    int flag = 0;
+    if (NULL == comm->super.s_info ||
+        OPAL_SUCCESS != opal_info_get(comm->super.s_info, "gpucoll_enable", (int)sizeof value - 1,
+                                      value, &flag) ||
+        !flag) {
+        return false;
+    }
+    static const char* const off[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; ++i)
+        if (0 == strcasecmp(value, off[i])) return true;
+    return false;
+}
+
 /* Per communicator. The decision depends only on MCA parameters, the
- * backend and the kind of communicator, so it is the same on every rank. */
+ * backend, the kind of communicator and its gpucoll_enable info key, so it
+ * is the same on every rank. */
 mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* comm,
                                                     int* priority) {
     mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
@@ -443,6 +467,12 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): not used (%s)",
                         comm->c_name, comm->c_contextid,
                         c->backend_ready ? "negative priority" : "no device backend");
+        return NULL;
+    }
+    if (gpucoll_info_disabled(comm)) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                        "comm %s (cid %u): not used (info key gpucoll_enable is false)",
+                        comm->c_name, comm->c_contextid);
         return NULL;
     }
     /* Intercommunicators get a module too, without the accelerated path:

@@ -2,7 +2,7 @@
 # bench_smoke.sh - perf/gpucoll_bench runs and validates every collective:
 # emu device buffers through gpucoll (out of place, in place with another type
 # and op, three ranks, nonblocking and persistent forms), and host buffers with
-# the component off. Run by `make check`
+# the component off; perf/gpucoll_host_overhead runs. Run by `make check`
 # (GPUCOLL_BUILDDIR and MPIRUN come from the Makefile); exit 77 skips.
 B=${GPUCOLL_BUILDDIR:-$(pwd)}
 MPIRUN=${MPIRUN:-mpirun}
@@ -83,6 +83,23 @@ if run "host, component off" 2 --mca coll ^gpucoll -- -d host; then
         fail=1
     fi
 fi
+
+# perf/gpucoll_host_overhead: runs, prints a row per size and checks itself
+# that gpucoll saw the "on" calls and not the "off" ones (gpucoll_enable)
+for coll in allreduce bcast allgather; do
+    # shellcheck disable=SC2086
+    set -- $tmo $MPIRUN $root --oversubscribe -np 2 --mca coll_gpucoll_device emu \
+        "$B/perf/gpucoll_host_overhead" -c $coll -m 4:64 -i 50 -r 3 -w 5
+    echo "\$ $*"
+    "$@" >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    rows=$(grep -c '^  ' "$out")
+    if [ $rc != 0 ] || [ "$rows" != 5 ]; then
+        echo "FAIL: gpucoll_host_overhead $coll: exit $rc, $rows rows (want 0 and 5)"
+        fail=1
+    fi
+done
 
 [ $fail = 0 ] && echo "PASS"
 exit $fail

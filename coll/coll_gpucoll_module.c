@@ -89,8 +89,26 @@ static inline const void* gpucoll_user_buffer(const void* p) {
     } while (0)
 
 /* ---------------------------------------------------------------------------
- * Entry points
+ * Entry points. Each keeps only the host-buffer path (classify, decline,
+ * call the saved function); a device buffer goes to its <coll>_device
+ * function, out of line, so the entry saves few registers and stays short:
+ * every host call of the application passes here.
  * ------------------------------------------------------------------------- */
+#define GPUCOLL_DEVICE_PART __attribute__((noinline))
+
+/* A device buffer on this rank: accelerated, else staged. */
+GPUCOLL_DEVICE_PART static int allreduce_device(mca_coll_gpucoll_module_t* m,
+                                                struct ompi_communicator_t* comm, bool sdev,
+                                                bool rdev, const void* sbuf, void* rbuf, int count,
+                                                struct ompi_datatype_t* dtype,
+                                                struct ompi_op_t* op) {
+    gpucoll_call_t call;
+    const bool all =
+        mca_coll_gpucoll_build_allreduce(&call, NULL, sdev, rdev, sbuf, rbuf, count, dtype, op);
+    int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_allreduce(sbuf, rbuf, count, dtype, op, comm, m);
+}
 
 static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op,
@@ -102,18 +120,21 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
         bool sdev, rdev;
         GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLREDUCE, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
-        gpucoll_call_t call;
-        const bool all =
-            mca_coll_gpucoll_build_allreduce(&call, NULL, sdev, rdev, sbuf, rbuf, count, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_allreduce(sbuf, rbuf, count, dtype, op, comm, m);
-        }
+        return allreduce_device(m, comm, sdev, rdev, sbuf, rbuf, count, dtype, op);
     }
 delegate:
     GPUCOLL_DELEGATE(m, allreduce, GPUCOLL_COLL_ALLREDUCE, counted, sbuf, rbuf, count, dtype, op,
                      comm);
+}
+
+GPUCOLL_DEVICE_PART static int bcast_device(mca_coll_gpucoll_module_t* m,
+                                            struct ompi_communicator_t* comm, void* buf, int count,
+                                            struct ompi_datatype_t* dtype, int root) {
+    gpucoll_call_t call;
+    const bool all = mca_coll_gpucoll_build_bcast(&call, NULL, true, buf, count, dtype, root);
+    int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
 }
 
 static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
@@ -125,14 +146,23 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
         GPUCOLL_CLASSIFY(buf, NULL, GPUCOLL_COLL_BCAST, dev, unused);
         (void)unused;
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
-        gpucoll_call_t call;
-        const bool all = mca_coll_gpucoll_build_bcast(&call, NULL, dev, buf, count, dtype, root);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (dev) return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
+        return bcast_device(m, comm, buf, count, dtype, root);
     }
 delegate:
     GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, counted, buf, count, dtype, root, comm);
+}
+
+GPUCOLL_DEVICE_PART static int allgather_device(mca_coll_gpucoll_module_t* m,
+                                                struct ompi_communicator_t* comm, bool sdev,
+                                                bool rdev, const void* sbuf, int scount,
+                                                struct ompi_datatype_t* sdtype, void* rbuf,
+                                                int rcount, struct ompi_datatype_t* rdtype) {
+    gpucoll_call_t call;
+    const bool all = mca_coll_gpucoll_build_allgather(&call, NULL, sdev, rdev, sbuf, scount, sdtype,
+                                                      rbuf, rcount, rdtype);
+    int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, m);
 }
 
 static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
@@ -145,19 +175,30 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
         bool sdev, rdev;
         GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLGATHER, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
-        gpucoll_call_t call;
-        const bool all = mca_coll_gpucoll_build_allgather(&call, NULL, sdev, rdev, sbuf, scount,
-                                                          sdtype, rbuf, rcount, rdtype);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                                     comm, m);
-        }
+        return allgather_device(m, comm, sdev, rdev, sbuf, scount, sdtype, rbuf, rcount, rdtype);
     }
 delegate:
     GPUCOLL_DELEGATE(m, allgather, GPUCOLL_COLL_ALLGATHER, counted, sbuf, scount, sdtype, rbuf,
                      rcount, rdtype, comm);
+}
+
+GPUCOLL_DEVICE_PART static int reduce_scatter_device(mca_coll_gpucoll_module_t* m,
+                                                     struct ompi_communicator_t* comm, bool sdev,
+                                                     bool rdev, const void* sbuf, void* rbuf,
+                                                     const int* rcounts,
+                                                     struct ompi_datatype_t* dtype,
+                                                     struct ompi_op_t* op) {
+    int size = ompi_comm_size(comm), rc;
+    size_t stack_counts[64];
+    size_t* counts = size <= 64 ? stack_counts : malloc(sizeof(size_t) * (size_t)size);
+    if (NULL == counts) return OMPI_ERR_OUT_OF_RESOURCE;
+    gpucoll_call_t call;
+    const bool all = mca_coll_gpucoll_build_reduce_scatter(&call, NULL, sdev, rdev, counts, sbuf,
+                                                           rbuf, rcounts, dtype, op, comm);
+    rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (counts != stack_counts) free(counts);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, m);
 }
 
 static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
@@ -170,23 +211,22 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
         bool sdev, rdev;
         GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER);
-        int size = ompi_comm_size(comm), rc;
-        size_t stack_counts[64];
-        size_t* counts = size <= 64 ? stack_counts : malloc(sizeof(size_t) * (size_t)size);
-        if (NULL == counts) return OMPI_ERR_OUT_OF_RESOURCE;
-        gpucoll_call_t call;
-        const bool all = mca_coll_gpucoll_build_reduce_scatter(
-            &call, NULL, sdev, rdev, counts, sbuf, rbuf, rcounts, dtype, op, comm);
-        rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (counts != stack_counts) free(counts);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, m);
-        }
+        return reduce_scatter_device(m, comm, sdev, rdev, sbuf, rbuf, rcounts, dtype, op);
     }
 delegate:
     GPUCOLL_DELEGATE(m, reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER, counted, sbuf, rbuf, rcounts,
                      dtype, op, comm);
+}
+
+GPUCOLL_DEVICE_PART static int reduce_scatter_block_device(
+    mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm, bool sdev, bool rdev,
+    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
+    gpucoll_call_t call;
+    const bool all = mca_coll_gpucoll_build_reduce_scatter_block(&call, NULL, sdev, rdev, sbuf,
+                                                                 rbuf, rcount, dtype, op);
+    int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, m);
 }
 
 static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
@@ -199,19 +239,24 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
         bool sdev, rdev;
         GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
-        gpucoll_call_t call;
-        const bool all = mca_coll_gpucoll_build_reduce_scatter_block(&call, NULL, sdev, rdev, sbuf,
-                                                                     rbuf, rcount, dtype, op);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
-                                                                m);
-        }
+        return reduce_scatter_block_device(m, comm, sdev, rdev, sbuf, rbuf, rcount, dtype, op);
     }
 delegate:
     GPUCOLL_DELEGATE(m, reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, counted, sbuf,
                      rbuf, rcount, dtype, op, comm);
+}
+
+GPUCOLL_DEVICE_PART static int reduce_device(mca_coll_gpucoll_module_t* m,
+                                             struct ompi_communicator_t* comm, bool sdev, bool rdev,
+                                             bool at_root, const void* sbuf, void* rbuf, int count,
+                                             struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                             int root) {
+    gpucoll_call_t call;
+    const bool all = mca_coll_gpucoll_build_reduce(&call, NULL, sdev, rdev, at_root, sbuf, rbuf,
+                                                   count, dtype, op, root);
+    int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
+    if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
+    return mca_coll_gpucoll_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, m);
 }
 
 static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
@@ -237,14 +282,7 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
             sdev = false;
         }
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE);
-        gpucoll_call_t call;
-        const bool all = mca_coll_gpucoll_build_reduce(&call, NULL, sdev, rdev, at_root, sbuf, rbuf,
-                                                       count, dtype, op, root);
-        int rc = mca_coll_gpucoll_accelerate(m, comm, &call, all);
-        if (OMPI_ERR_NOT_AVAILABLE != rc) return rc;
-        if (sdev || rdev) {
-            return mca_coll_gpucoll_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, m);
-        }
+        return reduce_device(m, comm, sdev, rdev, at_root, sbuf, rbuf, count, dtype, op, root);
     }
 delegate:
     GPUCOLL_DELEGATE(m, reduce, GPUCOLL_COLL_REDUCE, counted, sbuf, rbuf, count, dtype, op, root,

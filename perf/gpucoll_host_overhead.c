@@ -40,14 +40,16 @@ static int rank, size;
 static void usage(FILE* f) {
     fprintf(f,
             "usage: gpucoll_host_overhead [-c COLL] [-m MIN:MAX] [-i ITERS] [-r ROUNDS] "
-            "[-w WARMUP]\n"
+            "[-w WARMUP] [-I KEY=VALUE]\n"
             "  -c COLL     allreduce (float sum), bcast (root 0) or allgather; default "
             "allreduce\n"
             "  -m MIN:MAX  message sizes in bytes, doubling (allgather: per rank); default "
             "4:4096\n"
             "  -i ITERS    calls per block; default 20000\n"
             "  -r ROUNDS   blocks per communicator and size; default 21\n"
-            "  -w WARMUP   untimed calls per communicator and size; default 2000\n");
+            "  -w WARMUP   untimed calls per communicator and size; default 2000\n"
+            "  -I KEY=VALUE  an info key of the \"on\" communicator (e.g.\n"
+            "              mpi_assert_memory_alloc_kinds=system); repeatable\n");
 }
 
 static size_t parse_size(const char* s) {
@@ -106,8 +108,10 @@ int main(int argc, char** argv) {
     coll_t c = C_ALLREDUCE;
     size_t min = 4, max = 4096;
     int iters = 20000, rounds = 21, warmup = 2000;
+    MPI_Info on_info;
+    MPI_Info_create(&on_info);
     int opt;
-    while ((opt = getopt(argc, argv, "c:m:i:r:w:h")) != -1) {
+    while ((opt = getopt(argc, argv, "c:m:i:r:w:I:h")) != -1) {
         switch (opt) {
             case 'c': {
                 int found = 0;
@@ -135,6 +139,17 @@ int main(int argc, char** argv) {
             case 'w':
                 warmup = atoi(optarg);
                 break;
+            case 'I': {
+                char* eq = strchr(optarg, '=');
+                if (eq == NULL) {
+                    if (rank == 0) usage(stderr);
+                    MPI_Finalize();
+                    return 2;
+                }
+                *eq = '\0';
+                MPI_Info_set(on_info, optarg, eq + 1);
+                break;
+            }
             case 'h':
                 if (rank == 0) usage(stdout);
                 MPI_Finalize();
@@ -158,7 +173,8 @@ int main(int argc, char** argv) {
     MPI_Comm off, on;
     MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &off);
     MPI_Info_free(&info);
-    MPI_Comm_dup(MPI_COMM_WORLD, &on);
+    MPI_Comm_dup_with_info(MPI_COMM_WORLD, on_info, &on);
+    MPI_Info_free(&on_info);
 
     char* sbuf = calloc(max, 1);
     char* rbuf = calloc(max * (size_t)size, 1);

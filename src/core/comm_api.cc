@@ -31,6 +31,7 @@ struct gpucoll_comm {
     // Declared first: destroyed after the node communicator that uses it.
     std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
     std::unique_ptr<gpucoll::intra::NodeComm> node;
+    gpucoll::DelegatedTally delegated;  // its host calls (gpucoll_comm_host_call)
 };
 
 namespace {
@@ -198,11 +199,21 @@ void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> 
 
 namespace {
 
-int decline(gpucoll_comm_t& comm) {
-    int status = GPUCOLL_SUCCESS;
-    if (comm.node->decline_unlocked(&status)) return status;  // nothing queued
+[[gnu::noinline]] int decline_locked(gpucoll_comm_t& comm) {
     std::lock_guard lock(comm.node->lock());
     return comm.node->decline();
+}
+
+// Inline into the host-buffer path; the long way out of line.
+inline int decline(gpucoll_comm_t& comm) {
+    int status = GPUCOLL_SUCCESS;
+    if (comm.node->decline_unlocked(&status)) return status;  // nothing queued
+    return decline_locked(comm);
+}
+
+// Device memory? Host memory is mostly told inline (surely_host).
+inline bool on_device(gpucoll::Device& d, const void* p) {
+    return p != nullptr && !d.surely_host(p) && d.memory_type(p) == GPUCOLL_MEM_DEVICE;
 }
 
 }  // namespace
@@ -226,14 +237,17 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, g
     // allocation, one call from the component, each buffer classified once.
     int found = 0;
     if (gpucoll::Device* d = gpucoll::Runtime::instance().device(); d != nullptr) {
-        if (a != nullptr && d->memory_type(a) == GPUCOLL_MEM_DEVICE) found |= 1;
-        if (b != nullptr && d->memory_type(b) == GPUCOLL_MEM_DEVICE) found |= 2;
+        if (on_device(*d, a)) found |= 1;
+        if (on_device(*d, b)) found |= 2;
     }
     if (device != nullptr) *device = found;
     if (found != 0) return GPUCOLL_SUCCESS;
-    int status = GPUCOLL_DECLINED;
-    if (comm != nullptr) status = decline(*comm);
-    if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll);
+    if (comm == nullptr) {
+        gpucoll::counters_record_delegated(coll);
+        return GPUCOLL_DECLINED;
+    }
+    const int status = decline(*comm);
+    if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll, &comm->delegated);
     return status;
 }
 

@@ -6,7 +6,7 @@
 
 namespace gpucoll {
 
-namespace {
+namespace counters_detail {
 
 // Per-process counters, updated without a lock (every collective call of
 // every thread records one, host-buffer calls included: a mutex there cost
@@ -17,7 +17,19 @@ gpucoll_counters_t g_counters{};
 // differs from the previous call's: a run of host-buffer calls, all
 // "delegated", copies nothing. The copy outlives the component's literals.
 std::atomic<const char*> g_last_algorithm{""};
+
+}  // namespace counters_detail
+
+namespace {
+
+using counters_detail::g_counters;
+using counters_detail::g_last_algorithm;
 std::mutex g_name_mutex;
+
+// The live communicators' tallies (DelegatedTally), a list linked through
+// them (nothing to destroy at exit), under g_tally_mutex.
+std::mutex g_tally_mutex;
+DelegatedTally* g_tallies = nullptr;
 char g_last_name[sizeof(gpucoll_counters_t::last_algorithm)] = "";
 
 void add(uint64_t& field, uint64_t v) {
@@ -58,9 +70,9 @@ inline void note_last(gpucoll_coll_t coll, gpucoll_path_t path, gpucoll_form_t f
     note_algorithm(algorithm);
 }
 
-constexpr const char* kDelegated = "delegated";
-
 }  // namespace
+
+void counters_detail::note_algorithm_changed(const char* a) { note_algorithm(a); }
 
 void counters_record(const CallRecord& r) {
     if (r.coll < 0 || r.coll >= GPUCOLL_COLL_COUNT || r.path < 0 || r.path >= GPUCOLL_PATH_COUNT ||
@@ -77,19 +89,47 @@ void counters_record(const CallRecord& r) {
               r.algorithm != nullptr ? r.algorithm : "");
 }
 
-void counters_record_delegated(gpucoll_coll_t coll) {
-    if (coll < 0 || coll >= GPUCOLL_COLL_COUNT) return;
-    add(g_counters.calls[coll][GPUCOLL_PATH_DELEGATED], 1);
-    add(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED], 1);
-    note_last(coll, GPUCOLL_PATH_DELEGATED, GPUCOLL_FORM_BLOCKING, 0, 0, 0, kDelegated);
+DelegatedTally::DelegatedTally() {
+    std::lock_guard lock(g_tally_mutex);
+    next_ = g_tallies;
+    if (next_ != nullptr) next_->prev_ = this;
+    g_tallies = this;
+}
+
+DelegatedTally::~DelegatedTally() {
+    std::lock_guard lock(g_tally_mutex);
+    (prev_ != nullptr ? prev_->next_ : g_tallies) = next_;
+    if (next_ != nullptr) next_->prev_ = prev_;
+    for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k) {
+        const uint64_t n = get(k);
+        std::atomic_ref<uint64_t>(g_counters.calls[k][GPUCOLL_PATH_DELEGATED])
+            .fetch_add(n, std::memory_order_relaxed);
+        std::atomic_ref<uint64_t>(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED])
+            .fetch_add(n, std::memory_order_relaxed);
+    }
+}
+
+void DelegatedTally::reset() {
+    for (auto& n : calls_) std::atomic_ref<uint64_t>(n).store(0, std::memory_order_relaxed);
 }
 
 void counters_get(gpucoll_counters_t* out) {
     gpucoll_counters_t c{};
-    for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k)
-        for (int p = 0; p < GPUCOLL_PATH_COUNT; ++p) c.calls[k][p] = get(g_counters.calls[k][p]);
-    for (int f = 0; f < GPUCOLL_FORM_COUNT; ++f)
-        for (int p = 0; p < GPUCOLL_PATH_COUNT; ++p) c.forms[f][p] = get(g_counters.forms[f][p]);
+    {
+        std::lock_guard lock(g_tally_mutex);
+        for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k)
+            for (int p = 0; p < GPUCOLL_PATH_COUNT; ++p)
+                c.calls[k][p] = get(g_counters.calls[k][p]);
+        for (int f = 0; f < GPUCOLL_FORM_COUNT; ++f)
+            for (int p = 0; p < GPUCOLL_PATH_COUNT; ++p)
+                c.forms[f][p] = get(g_counters.forms[f][p]);
+        for (const DelegatedTally* t = g_tallies; t != nullptr; t = t->next()) {
+            for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k) {
+                c.calls[k][GPUCOLL_PATH_DELEGATED] += t->get(k);
+                c.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED] += t->get(k);
+            }
+        }
+    }
     c.bytes_staged = get(g_counters.bytes_staged);
     c.bytes_peer = get(g_counters.bytes_peer);
     c.bytes_inter = get(g_counters.bytes_inter);
@@ -109,6 +149,10 @@ void counters_get(gpucoll_counters_t* out) {
 }
 
 void counters_reset() {
+    {
+        std::lock_guard lock(g_tally_mutex);
+        for (DelegatedTally* t = g_tallies; t != nullptr; t = t->next()) t->reset();
+    }
     for (auto& row : g_counters.calls)
         for (auto& v : row) put(v, uint64_t{0});
     for (auto& row : g_counters.forms)

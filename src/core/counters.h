@@ -1,11 +1,21 @@
 // counters.h - per-process counters of which path each collective took.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "gpucoll.h"
 
 namespace gpucoll {
+
+namespace counters_detail {
+// Per-process counters, updated without a lock (counters.cc says how).
+extern gpucoll_counters_t g_counters;
+extern std::atomic<const char*> g_last_algorithm;
+// The last call's algorithm name, copied when it changes (out of line).
+void note_algorithm_changed(const char* a);
+inline constexpr char kDelegated[] = "delegated";
+}  // namespace counters_detail
 
 struct CallRecord {
     gpucoll_coll_t coll;
@@ -20,9 +30,66 @@ struct CallRecord {
 };
 
 void counters_record(const CallRecord& r);
-// The same for a blocking call handed to the host module untouched (every
-// host-buffer call: fewer instructions).
-void counters_record_delegated(gpucoll_coll_t coll);
+// Blocking host calls of one communicator handed to the host module: the
+// thread that makes a collective call on a communicator is the only one
+// doing so at that time (MPI forbids concurrent collective calls on one
+// communicator), so it counts them with plain adds, where the process-wide
+// counters need locked instructions. Registered while it lives:
+// counters_get adds it in; its counts join the process's when it ends. (A
+// counters_reset racing with a call on another thread may lose that call.)
+class DelegatedTally {
+public:
+    DelegatedTally();
+    ~DelegatedTally();
+    DelegatedTally(const DelegatedTally&) = delete;
+    DelegatedTally& operator=(const DelegatedTally&) = delete;
+
+    void add(gpucoll_coll_t coll) {
+        std::atomic_ref<uint64_t> n(calls_[coll]);
+        n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    uint64_t get(int coll) const {
+        return std::atomic_ref<const uint64_t>(calls_[coll]).load(std::memory_order_relaxed);
+    }
+    void reset();
+    DelegatedTally* next() const { return next_; }  // the registry's list (counters.cc)
+
+private:
+    uint64_t calls_[GPUCOLL_COLL_COUNT] = {};
+    DelegatedTally* prev_ = nullptr;
+    DelegatedTally* next_ = nullptr;
+};
+
+// The same for a blocking call handed to the host module untouched: every
+// host-buffer call, so inline and short. tally: its communicator's (no
+// locked instruction), or nullptr (the process's counters).
+inline void counters_record_delegated(gpucoll_coll_t coll, DelegatedTally* tally = nullptr) {
+    using namespace counters_detail;
+    if (coll < 0 || coll >= GPUCOLL_COLL_COUNT) return;
+    constexpr auto relaxed = std::memory_order_relaxed;
+    if (tally != nullptr) {
+        tally->add(coll);
+    } else {
+        std::atomic_ref<uint64_t>(g_counters.calls[coll][GPUCOLL_PATH_DELEGATED])
+            .fetch_add(1, relaxed);
+        std::atomic_ref<uint64_t>(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED])
+            .fetch_add(1, relaxed);
+    }
+    std::atomic_ref<gpucoll_coll_t>(g_counters.last_coll).store(coll, relaxed);
+    // The rest of the last call's fields: already right after a delegated
+    // blocking call (a run of host calls writes nothing more).
+    std::atomic_ref<gpucoll_path_t> path(g_counters.last_path);
+    std::atomic_ref<gpucoll_form_t> form(g_counters.last_form);
+    if (path.load(relaxed) != GPUCOLL_PATH_DELEGATED ||
+        form.load(relaxed) != GPUCOLL_FORM_BLOCKING) {
+        path.store(GPUCOLL_PATH_DELEGATED, relaxed);
+        form.store(GPUCOLL_FORM_BLOCKING, relaxed);
+        std::atomic_ref<uint64_t>(g_counters.last_bytes_peer).store(0, relaxed);
+        std::atomic_ref<uint64_t>(g_counters.last_sync_rounds).store(0, relaxed);
+        std::atomic_ref<uint64_t>(g_counters.last_bytes_inter).store(0, relaxed);
+    }
+    if (g_last_algorithm.load(relaxed) != kDelegated) note_algorithm_changed(kDelegated);
+}
 void counters_get(gpucoll_counters_t* out);
 void counters_reset();
 

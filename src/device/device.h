@@ -5,6 +5,7 @@
 // Nothing outside src/device/ includes a CUDA header.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -178,6 +179,16 @@ public:
         PointerInfo info;
         return query(ptr, &info) == kSuccess ? info.type : GPUCOLL_MEM_HOST;
     }
+    // True: ptr is host memory for certain, told inline without a virtual
+    // call (the host-buffer path of every collective asks this first).
+    // False: ask memory_type(). A backend that knows an address range
+    // holding all of its device memory publishes it (set_device_span).
+    bool surely_host(const void* ptr) const {
+        if (span_lo_ == nullptr) return false;
+        const auto addr = reinterpret_cast<uintptr_t>(ptr);
+        return addr < span_lo_->load(std::memory_order_acquire) ||
+               addr >= span_hi_->load(std::memory_order_acquire);
+    }
     virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
     // Device memory that legacy IPC cannot export, as applications get it from
     // stream-ordered pools (CUDA: cudaMallocAsync; emu: an allocation marked
@@ -222,6 +233,18 @@ public:
     virtual Status ipc_export(void* base, IpcHandle* handle) = 0;
     // Map a peer's exported allocation into this process.
     virtual Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) = 0;
+
+protected:
+    // [*lo, *hi) holds every device address this backend may hand out or
+    // map, now and later (the bounds may only widen); they outlive the Device.
+    void set_device_span(const std::atomic<uintptr_t>* lo, const std::atomic<uintptr_t>* hi) {
+        span_lo_ = lo;
+        span_hi_ = hi;
+    }
+
+private:
+    const std::atomic<uintptr_t>* span_lo_ = nullptr;
+    const std::atomic<uintptr_t>* span_hi_ = nullptr;
 };
 
 // The device a communicator was set up on, made current for the calling

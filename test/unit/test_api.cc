@@ -14,6 +14,7 @@
 
 #include "common/sanitizers.h"
 #include "common/wait_watch.h"
+#include "core/counters.h"
 #include "device/device.h"
 #include "device/host_ranges.h"
 #include "gpucoll.h"
@@ -206,6 +207,49 @@ TEST_F(Api, CountersRecordPathsAndLastCall) {
     EXPECT_EQ(gpucoll_counters_get(nullptr), GPUCOLL_ERR_INVALID_ARG);
     EXPECT_STREQ(gpucoll_coll_name(GPUCOLL_COLL_REDUCE_SCATTER_BLOCK), "reduce_scatter_block");
     EXPECT_STREQ(gpucoll_path_name(GPUCOLL_PATH_ACCELERATED), "accelerated");
+}
+
+// A communicator's host calls are counted in its own tally (plain adds, no
+// locked instruction): the process's counters include every live tally,
+// keep a tally's counts after it ends, and counters_reset clears them too.
+TEST_F(Api, CommunicatorTalliesJoinTheProcessCounters) {
+    auto delegated = [](gpucoll_coll_t coll) {
+        gpucoll_counters_t c;
+        EXPECT_EQ(gpucoll_counters_get(&c), 0);
+        return c.calls[coll][GPUCOLL_PATH_DELEGATED];
+    };
+    gpucoll_counters_reset();
+    {
+        gpucoll::DelegatedTally a, b;
+        gpucoll_counters_record(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_PATH_STAGED, 4096, "staged");
+        gpucoll::counters_record_delegated(GPUCOLL_COLL_ALLREDUCE, &a);
+        gpucoll::counters_record_delegated(GPUCOLL_COLL_ALLREDUCE, &b);
+        gpucoll::counters_record_delegated(GPUCOLL_COLL_BCAST, &b);
+        gpucoll::counters_record_delegated(GPUCOLL_COLL_BCAST);  // the process's own
+        gpucoll_counters_t c;
+        ASSERT_EQ(gpucoll_counters_get(&c), 0);
+        EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 2u);
+        EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 2u);
+        EXPECT_EQ(c.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED], 4u);
+        EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_STAGED], 1u);
+        EXPECT_EQ(c.last_coll, GPUCOLL_COLL_BCAST);
+        EXPECT_EQ(c.last_path, GPUCOLL_PATH_DELEGATED);
+        EXPECT_EQ(c.last_form, GPUCOLL_FORM_BLOCKING);
+        EXPECT_STREQ(c.last_algorithm, "delegated");
+        {
+            gpucoll::DelegatedTally gone;
+            gpucoll::counters_record_delegated(GPUCOLL_COLL_ALLGATHER, &gone);
+        }
+        EXPECT_EQ(delegated(GPUCOLL_COLL_ALLGATHER), 1u);  // kept after its tally ended
+        gpucoll_counters_reset();
+        EXPECT_EQ(delegated(GPUCOLL_COLL_ALLREDUCE), 0u);
+        EXPECT_EQ(delegated(GPUCOLL_COLL_BCAST), 0u);
+        EXPECT_EQ(delegated(GPUCOLL_COLL_ALLGATHER), 0u);
+        gpucoll::counters_record_delegated(GPUCOLL_COLL_ALLREDUCE, &a);
+        EXPECT_EQ(delegated(GPUCOLL_COLL_ALLREDUCE), 1u);
+    }
+    EXPECT_EQ(delegated(GPUCOLL_COLL_ALLREDUCE), 1u);  // a and b ended
+    gpucoll_counters_reset();
 }
 
 TEST(ApiTypes, SizesMatchTheCTypes) {

@@ -99,6 +99,9 @@ public:
         return addr < lowest_.load(std::memory_order_acquire) ||
                addr >= highest_.load(std::memory_order_acquire);
     }
+    // The two bounds themselves (Device::set_device_span).
+    const std::atomic<uintptr_t>& lowest() const { return lowest_; }
+    const std::atomic<uintptr_t>& highest() const { return highest_; }
 
     // Host-accessible view of [ptr, ptr + bytes): the read-write mapping for
     // emu device memory (INVALID_ARG if the range leaves its allocation),

@@ -436,8 +436,10 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
     return OMPI_SUCCESS;
 }
 
-/* The info key "gpucoll_enable" on a communicator (MPI_Comm_dup_with_info,
- * MPI_Comm_split_type...): "false", "0", "no" or "off" keep gpucoll off it, so
+/* The info key "gpucoll_enable" of a communicator made by
+ * MPI_Comm_dup_with_info (Open MPI 4.1 may select a communicator's modules
+ * before other calls attach their info: MPI_Comm_dup, and MPI_Comm_split_type
+ * when it reorders ranks): "false", "0", "no" or "off" keep gpucoll off it, so
  * its collectives go to Open MPI's modules with nothing of gpucoll in
  * between (device buffers included: as without the component). Any other
  * value, or none, leaves the choice to the MCA parameters. Like an MCA

@@ -110,7 +110,8 @@ DelegatedTally::~DelegatedTally() {
 }
 
 void DelegatedTally::reset() {
-    for (auto& n : calls_) std::atomic_ref<uint64_t>(n).store(0, std::memory_order_relaxed);
+    for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k)
+        base_[k] = std::atomic_ref<uint64_t>(calls_[k]).load(std::memory_order_relaxed);
 }
 
 void counters_get(gpucoll_counters_t* out) {

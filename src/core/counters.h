@@ -35,8 +35,10 @@ void counters_record(const CallRecord& r);
 // doing so at that time (MPI forbids concurrent collective calls on one
 // communicator), so it counts them with plain adds, where the process-wide
 // counters need locked instructions. Registered while it lives:
-// counters_get adds it in; its counts join the process's when it ends. (A
-// counters_reset racing with a call on another thread may lose that call.)
+// counters_get adds it in; its counts join the process's when it ends.
+// counters_reset, from any thread, moves a baseline (under the registry's
+// lock) and never writes the owner's counts, so a reset racing with a call
+// cannot be undone by it.
 class DelegatedTally {
 public:
     DelegatedTally();
@@ -48,14 +50,17 @@ public:
         std::atomic_ref<uint64_t> n(calls_[coll]);
         n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
+    // Calls since the last reset. Under the registry's lock (counters.cc).
     uint64_t get(int coll) const {
-        return std::atomic_ref<const uint64_t>(calls_[coll]).load(std::memory_order_relaxed);
+        return std::atomic_ref<const uint64_t>(calls_[coll]).load(std::memory_order_relaxed) -
+               base_[coll];
     }
-    void reset();
+    void reset();                                   // under the registry's lock
     DelegatedTally* next() const { return next_; }  // the registry's list (counters.cc)
 
 private:
-    uint64_t calls_[GPUCOLL_COLL_COUNT] = {};
+    uint64_t calls_[GPUCOLL_COLL_COUNT] = {};  // written by the calling thread only
+    uint64_t base_[GPUCOLL_COLL_COUNT] = {};   // calls_ at the last reset (registry's lock)
     DelegatedTally* prev_ = nullptr;
     DelegatedTally* next_ = nullptr;
 };
@@ -75,19 +80,14 @@ inline void counters_record_delegated(gpucoll_coll_t coll, DelegatedTally* tally
         std::atomic_ref<uint64_t>(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED])
             .fetch_add(1, relaxed);
     }
+    // Every last-call field, every time: another thread (gpucoll's progress
+    // thread ending a nonblocking call) may have written some of them.
     std::atomic_ref<gpucoll_coll_t>(g_counters.last_coll).store(coll, relaxed);
-    // The rest of the last call's fields: already right after a delegated
-    // blocking call (a run of host calls writes nothing more).
-    std::atomic_ref<gpucoll_path_t> path(g_counters.last_path);
-    std::atomic_ref<gpucoll_form_t> form(g_counters.last_form);
-    if (path.load(relaxed) != GPUCOLL_PATH_DELEGATED ||
-        form.load(relaxed) != GPUCOLL_FORM_BLOCKING) {
-        path.store(GPUCOLL_PATH_DELEGATED, relaxed);
-        form.store(GPUCOLL_FORM_BLOCKING, relaxed);
-        std::atomic_ref<uint64_t>(g_counters.last_bytes_peer).store(0, relaxed);
-        std::atomic_ref<uint64_t>(g_counters.last_sync_rounds).store(0, relaxed);
-        std::atomic_ref<uint64_t>(g_counters.last_bytes_inter).store(0, relaxed);
-    }
+    std::atomic_ref<gpucoll_path_t>(g_counters.last_path).store(GPUCOLL_PATH_DELEGATED, relaxed);
+    std::atomic_ref<gpucoll_form_t>(g_counters.last_form).store(GPUCOLL_FORM_BLOCKING, relaxed);
+    std::atomic_ref<uint64_t>(g_counters.last_bytes_peer).store(0, relaxed);
+    std::atomic_ref<uint64_t>(g_counters.last_sync_rounds).store(0, relaxed);
+    std::atomic_ref<uint64_t>(g_counters.last_bytes_inter).store(0, relaxed);
     if (g_last_algorithm.load(relaxed) != kDelegated) note_algorithm_changed(kDelegated);
 }
 void counters_get(gpucoll_counters_t* out);

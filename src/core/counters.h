@@ -52,8 +52,8 @@ public:
     }
     // Calls since the last reset. Under the registry's lock (counters.cc).
     uint64_t get(int coll) const {
-        return std::atomic_ref<const uint64_t>(calls_[coll]).load(std::memory_order_relaxed) -
-               base_[coll];
+        auto& n = const_cast<uint64_t&>(calls_[coll]);  // only read (atomic_ref<const T>: C++26)
+        return std::atomic_ref<uint64_t>(n).load(std::memory_order_relaxed) - base_[coll];
     }
     void reset();                                   // under the registry's lock
     DelegatedTally* next() const { return next_; }  // the registry's list (counters.cc)

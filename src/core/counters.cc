@@ -101,11 +101,8 @@ DelegatedTally::~DelegatedTally() {
     (prev_ != nullptr ? prev_->next_ : g_tallies) = next_;
     if (next_ != nullptr) next_->prev_ = prev_;
     for (int k = 0; k < GPUCOLL_COLL_COUNT; ++k) {
-        const uint64_t n = get(k);
-        std::atomic_ref<uint64_t>(g_counters.calls[k][GPUCOLL_PATH_DELEGATED])
-            .fetch_add(n, std::memory_order_relaxed);
-        std::atomic_ref<uint64_t>(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED])
-            .fetch_add(n, std::memory_order_relaxed);
+        gpucoll::add(g_counters.calls[k][GPUCOLL_PATH_DELEGATED], get(k));  // not this->add
+        gpucoll::add(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED], get(k));
     }
 }
 

@@ -173,9 +173,11 @@ public:
     // the rest is not (info->complete false, the reason in last_error()).
     virtual Status query(const void* ptr, PointerInfo* info) = 0;
     // Only the memory type of ptr (host when the query fails), for the
-    // classification every collective call makes: backends override it
-    // where host memory can be told without a full query.
+    // classification every collective call makes: outside a published
+    // device span without a query; backends override it where host memory
+    // can be told cheaply in other ways.
     virtual gpucoll_memtype_t memory_type(const void* ptr) {
+        if (surely_host(ptr)) return GPUCOLL_MEM_HOST;
         PointerInfo info;
         return query(ptr, &info) == kSuccess ? info.type : GPUCOLL_MEM_HOST;
     }

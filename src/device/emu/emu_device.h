@@ -45,9 +45,6 @@ public:
     void leave_device(const DeviceBinding& saved) override;
 
     Status query(const void* ptr, PointerInfo* info) override;
-    gpucoll_memtype_t memory_type(const void* ptr) override {
-        return memory_->surely_host(ptr) ? GPUCOLL_MEM_HOST : Device::memory_type(ptr);
-    }
     Status alloc(void** ptr, size_t bytes) override;
     Status alloc_unexportable(void** ptr, size_t bytes) override;
     Status free(void* ptr) override;

@@ -21,9 +21,12 @@ It measures primitives, not the collectives the model is checked against
                              shared_write_GBps
   host algorithm             perf/gpucoll_bench on host buffers with the
                              component off (Open MPI's own collectives, what
-                             the staged path runs), np 2: host.<coll>.* per
-                             collective, host_copy.* and host_reduce.* (all
-                             collectives in one fit, used between nodes)
+                             the staged path runs), np 2 (emu: to twice the
+                             cores, at most 8): host.<coll>.* per collective
+                             at np 2, host.np<L>.<coll>.* at L = 3..8 (Open
+                             MPI's algorithm changes with the rank count),
+                             host_copy.* and host_reduce.* (all collectives
+                             and rank counts in one fit, used between nodes)
   handshake, call overhead   the only parameters a collective alone reveals:
                              calibration points, gpucoll's one-node
                              algorithms on tiny messages (8 B and 2 KiB by
@@ -394,17 +397,24 @@ def parse_topo(out):
 
 def set_keys(text, values):
     """The params text with values[key] in place of the file's values."""
+    def text_of(v):
+        return (repr(round(v, 6)) if v != int(v) else str(int(v))) if isinstance(v, float) else v
+
     out, seen = [], set()
     for line in text.splitlines():
         m = re.match(r"^([\w.]+)\s*=", line)
         if m and m.group(1) in values:
             key = m.group(1)
-            v = values[key]
-            if isinstance(v, float):
-                v = repr(round(v, 6)) if v != int(v) else str(int(v))
-            line = f"{key} = {v}"
+            line = f"{key} = {text_of(values[key])}"
             seen.add(key)
         out.append(line)
+    # A file names only the rank counts whose host algorithms were measured: those go
+    # after the host algorithm measured at 2 ranks.
+    extra = [k for k in values if k not in seen and re.fullmatch(r"host\.np[3-8]\.\w+\.\w+", k)]
+    if extra:
+        last = max(i for i, line in enumerate(out) if line.startswith("host."))
+        out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
+        seen.update(extra)
     missing = set(values) - seen
     if missing:
         sys.exit(f"the preset's params have no key(s) {sorted(missing)}: is the build's gpucoll_topo current?")
@@ -638,7 +648,9 @@ def main():
                     default=parse_list("64K,128K,256K", parse_size),
                     help="sizes of the shared-write primitive (default 64K,128K,256K)")
     ap.add_argument("--shared-iters", type=int, default=60, help="its rounds (default 60)")
-    ap.add_argument("--host-np", type=lambda s: parse_list(s, int), default=[2], help="ranks of the host-algorithm runs (default 2)")
+    ap.add_argument("--host-np", type=lambda s: parse_list(s, int), default=None,
+                    help="ranks of the host-algorithm runs; 3..8 get parameters of their own "
+                         "(default emu: 2 to twice the cores, at most 8; cuda: 2)")
     ap.add_argument("--host-sizes", type=parse_range, default=parse_range("8:64M"), help="sizes of the host-algorithm runs (default 8:64M)")
     ap.add_argument("--sync-np", type=int, default=2, help="ranks of the handshake / call-overhead calibration points (default 2)")
     ap.add_argument("--oversub-np", type=int, default=None,
@@ -656,6 +668,8 @@ def main():
     emu = r.device == "emu"
     if args.oversub_np is None:
         args.oversub_np = 2 * r.cores
+    if args.host_np is None:
+        args.host_np = list(range(2, max(2, min(8, 2 * r.cores)) + 1)) if emu else [2]
     preset = args.preset or ("emu" if emu else "h100-nvswitch")
     cores = r.cores if emu else 0
     host = socket.gethostname()
@@ -765,25 +779,31 @@ def main():
     say(f"# fit, all collectives together (between nodes): step {a_h:.2f} us; host copy "
         f"{gbps(hc):.1f} GB/s in cache, {gbps(hm):.1f} beyond; host reduce {gbps(rc2):.1f} / "
         f"{gbps(rm2):.1f} GB/s (rms {100 * host_rms:.0f}%)")
-    # One collective at a time (what a one-node staged call uses): steps, lower bound in
-    # cache and beyond; Open MPI's choice of algorithm is folded into the rates.
-    for coll in COLLS:
-        feats, times = [], []
-        for (np, c, s), ts in sorted(hmeas.items()):
-            if c != coll:
-                continue
-            steps, lb, red, ws = host_terms(coll, s, np, cores)
-            f = cached_fraction(ws, cache) if emu else 0.0
-            feats.append([steps, lb * f, lb * (1 - f)] if emu else [steps, lb])
-            times.append(median(ts))
-        x, rms = relative_fit(feats, times)
-        if not emu:
-            x = [x[0], x[1], x[1]]
-        values[f"host.{coll}.latency_us"] = x[0]
-        values[f"host.{coll}.bandwidth_GBps"] = gbps(x[2])
-        values[f"host.{coll}.cached_GBps"] = gbps(x[1]) if emu else 0.0
-        say(f"# host {coll}: step {x[0]:.2f} us, lower bound at {gbps(x[1]):.2f} GB/s in cache, "
-            f"{gbps(x[2]):.2f} beyond (rms {100 * rms:.0f}% over {len(times)} sizes)")
+    # One collective at a time and one rank count at a time (what a one-node staged call
+    # uses): steps, lower bound in cache and beyond; Open MPI's choice of algorithm, which
+    # changes with the rank count, is folded into the rates. Rank count 2 (or, without
+    # it, all of them together) gives host.<coll>.*, 3..8 host.np<L>.<coll>.*.
+    groups = [(2 if 2 in args.host_np else None, "host")]
+    groups += [(np, f"host.np{np}") for np in args.host_np if 3 <= np <= 8]
+    for only, prefix in groups:
+        for coll in COLLS:
+            feats, times = [], []
+            for (np, c, s), ts in sorted(hmeas.items()):
+                if c != coll or (only is not None and np != only):
+                    continue
+                steps, lb, red, ws = host_terms(coll, s, np, cores)
+                f = cached_fraction(ws, cache) if emu else 0.0
+                feats.append([steps, lb * f, lb * (1 - f)] if emu else [steps, lb])
+                times.append(median(ts))
+            x, rms = relative_fit(feats, times)
+            if not emu:
+                x = [x[0], x[1], x[1]]
+            values[f"{prefix}.{coll}.latency_us"] = x[0]
+            values[f"{prefix}.{coll}.bandwidth_GBps"] = gbps(x[2])
+            values[f"{prefix}.{coll}.cached_GBps"] = gbps(x[1]) if emu else 0.0
+            who = f"np {only}" if only else f"np {','.join(map(str, args.host_np))}"
+            say(f"# {prefix} {coll} ({who}): step {x[0]:.2f} us, lower bound at {gbps(x[1]):.2f} "
+                f"GB/s in cache, {gbps(x[2]):.2f} beyond (rms {100 * rms:.0f}% over {len(times)} sizes)")
 
     # 3. sync_us and call_overhead_us (np --sync-np), oversubscribed_sync_us (np
     # --oversub-np, emu): gpucoll's accelerated algorithms on tiny messages. The model

@@ -499,8 +499,9 @@ Estimate Model::reduce_scatter_leader() const {
 // memory, run Open MPI's host algorithm, copy what it writes back. The host
 // algorithm is assumed to move the lower bound (bandwidth-optimal for large
 // messages) in ceil(log2 p) steps (twice that for allreduce); on one node,
-// when the collective's own host algorithm was measured (host_algorithm), its
-// rate replaces the generic copy and reduction terms. Between nodes a staged
+// when the collective's own host algorithm was measured (host_algorithm, or
+// host_algorithm_at for this many ranks per node), its rate replaces the
+// generic copy and reduction terms. Between nodes a staged
 // call is agreed too (NodeComm::decline_between_nodes): one verdict.
 Estimate Model::staged() const {
     const double P = static_cast<double>(L_) * N_;  // ranks: 65536 x 65536 overflows an int
@@ -510,10 +511,16 @@ Estimate Model::staged() const {
         out = S_ / P;
     const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), static_cast<int64_t>(P));
     const double steps = log2_ceil(P) * (coll_ == GPUCOLL_COLL_ALLREDUCE ? 2 : 1);
-    const LinkCost& measured = p_.host_algorithm[static_cast<size_t>(coll_)];
+    const LinkCost* measured = &p_.host_algorithm[static_cast<size_t>(coll_)];
+    if (L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast) {
+        const LinkCost& at =
+            p_.host_algorithm_at[static_cast<size_t>(L_ - ModelParams::kHostRanksFirst)]
+                                [static_cast<size_t>(coll_)];
+        if (at.bandwidth_GBps > 0) measured = &at;
+    }
     double host = 0;
-    if (N_ == 1 && measured.bandwidth_GBps > 0) {  // this collective's host algorithm, measured
-        host = steps * cpu(measured.latency_us) + us(lb, rate(measured));
+    if (N_ == 1 && measured->bandwidth_GBps > 0) {  // this collective's host algorithm, measured
+        host = steps * cpu(measured->latency_us) + us(lb, rate(*measured));
     } else {
         double step_us = cpu(p_.host_copy.latency_us), bw = rate(p_.host_copy);
         if (N_ > 1) {
@@ -697,6 +704,9 @@ struct Binding {
     int* count = nullptr;
     bool* flag = nullptr;
     std::string* text = nullptr;
+    // format_params leaves the key out while this link is unset (bandwidth
+    // 0): the per-rank-count host algorithms, most of them never measured.
+    const LinkCost* omit_unset = nullptr;
 };
 
 // cached: the link has a rate in cache too (operations on memory).
@@ -794,7 +804,9 @@ std::vector<Binding> bindings(ModelParams& p) {
                      .kind = Kind::Latency,
                      .help = c == 0 ? "Open MPI's host algorithm of one collective on one node, "
                                       "measured: one step; lower-bound bytes per second beyond "
-                                      "and in cache (bandwidth 0: host_copy and host_reduce)"
+                                      "and in cache (bandwidth 0: host_copy and host_reduce); "
+                                      "host.np<L>.<collective>.*: measured at L = 3..8 ranks "
+                                      "per node (absent: these)"
                                     : nullptr,
                      .number = &l.latency_us});
         v.push_back({.key = name + ".bandwidth_GBps",
@@ -805,6 +817,28 @@ std::vector<Binding> bindings(ModelParams& p) {
                      .kind = Kind::OptionalRate,
                      .help = nullptr,
                      .number = &l.cached_GBps});
+    }
+    for (size_t i = 0; i < p.host_algorithm_at.size(); ++i) {
+        const std::string ranks = std::to_string(ModelParams::kHostRanksFirst + i);
+        for (size_t c = 0; c < p.host_algorithm_at[i].size(); ++c) {
+            LinkCost& l = p.host_algorithm_at[i][c];
+            const std::string name = "host.np" + ranks + "." + kHostColls[c];
+            v.push_back({.key = name + ".latency_us",
+                         .kind = Kind::Latency,
+                         .help = nullptr,
+                         .number = &l.latency_us,
+                         .omit_unset = &l});
+            v.push_back({.key = name + ".bandwidth_GBps",
+                         .kind = Kind::OptionalRate,
+                         .help = nullptr,
+                         .number = &l.bandwidth_GBps,
+                         .omit_unset = &l});
+            v.push_back({.key = name + ".cached_GBps",
+                         .kind = Kind::OptionalRate,
+                         .help = nullptr,
+                         .number = &l.cached_GBps,
+                         .omit_unset = &l});
+        }
     }
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
@@ -1083,6 +1117,7 @@ std::string format_params(const ModelParams& params) {
         "# gpucoll cost model parameters (docs/cost-model.md): key = value, times in "
         "microseconds, bandwidths in GB/s (1e9 bytes/s)\n";
     for (const Binding& f : bindings(p)) {
+        if (f.omit_unset != nullptr && f.omit_unset->bandwidth_GBps == 0) continue;
         if (f.help != nullptr) out += "\n# " + std::string(f.help) + "\n";
         out += f.key + " = " + format_value(f) + "\n";
     }

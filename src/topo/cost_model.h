@@ -91,8 +91,21 @@ struct ModelParams {
     // lower bound's bytes per second in cache (cached_GBps) and beyond,
     // reductions included; its choice of algorithm is its own (it may move
     // far more than the bound). bandwidth_GBps 0: host_copy and host_reduce.
-    std::array<LinkCost, 6> host_algorithm = {
+    using HostAlgorithms = std::array<LinkCost, 6>;
+    static constexpr HostAlgorithms kUnmeasured = {
         {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}};
+    HostAlgorithms host_algorithm = kUnmeasured;
+    // The same measured at other rank counts of one node: Open MPI picks
+    // its algorithm by rank count (and size), so one rate per collective
+    // fitted at 2 ranks misses what it does at 3 or 4.
+    // host_algorithm_at[L - kHostRanksFirst][coll] for L = 3..8 ranks per
+    // node; where its bandwidth_GBps is 0, host_algorithm applies.
+    static constexpr int kHostRanksFirst = 3, kHostRanksLast = 8;
+    std::array<HostAlgorithms, kHostRanksLast - kHostRanksFirst + 1> host_algorithm_at = [] {
+        std::array<HostAlgorithms, kHostRanksLast - kHostRanksFirst + 1> all;
+        all.fill(kUnmeasured);
+        return all;
+    }();
     // Between nodes: one NIC, per direction; latency_us: one transfer round
     // through UCX (post, match, complete).
     LinkCost nic;

@@ -565,6 +565,40 @@ TEST(EmuTerms, MeasuredHostAlgorithm) {
         predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {2, 2}, params("emu")).time_us);
 }
 
+// Measured at this node's rank count, the host algorithm replaces the one
+// measured at 2 ranks; other rank counts keep that one. The file names only
+// the rank counts measured, and reads back to the same values.
+TEST(EmuTerms, HostAlgorithmPerRankCount) {
+    ModelParams p = params("emu");
+    p.host_algorithm[GPUCOLL_COLL_ALLGATHER] = {3, 2, 0};
+    const size_t S = 4 * MiB;
+    auto staged = [&](int L, const ModelParams& q) {
+        return predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {L, 1}, q).time_us;
+    };
+    const double at3 = staged(3, p), at4 = staged(4, p);
+    EXPECT_EQ(format_params(p).find("\nhost.np"), std::string::npos);
+    ModelParams q = p;
+    q.host_algorithm_at[4 - ModelParams::kHostRanksFirst][GPUCOLL_COLL_ALLGATHER] = {5, 1, 0};
+    q.host_algorithm_at[4 - ModelParams::kHostRanksFirst][GPUCOLL_COLL_BCAST] = {7, 0, 0};
+    EXPECT_EQ(staged(3, q), at3);
+    const double s = static_cast<double>(S);
+    // The emu preset: staging 0.5 + s/4 / 5e3, host 2 steps of 5 us and 0.75 s
+    // at 1 GB/s, the copy back 0.5 + s / 5e3.
+    EXPECT_DOUBLE_EQ(staged(4, q), 0.5 + s / 4 / 5e3 + 2 * 5 + 0.75 * s / 1e3 + 0.5 + s / 5e3);
+    EXPECT_NE(staged(4, q), at4);
+    const std::string text = format_params(q);
+    EXPECT_NE(text.find("host.np4.allgather.bandwidth_GBps = 1\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("host.np4.bcast"), std::string::npos) << "unset (bandwidth 0): left out";
+    EXPECT_EQ(text.find("\nhost.np3."), std::string::npos);
+    ModelParams back = params("emu");
+    std::string error;
+    ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
+    EXPECT_EQ(staged(4, back), staged(4, q));
+    EXPECT_EQ(format_params(back), text);
+    EXPECT_FALSE(parse_params("host.np9.allgather.latency_us = 1\n", "t", &back, &error));
+    EXPECT_FALSE(parse_params("host.np2.allgather.latency_us = 1\n", "t", &back, &error));
+}
+
 // The committed calibration of the project VM (perf/emu-vm.params) loads,
 // names every key, and is monotone like the presets.
 TEST(EmuTerms, CalibratedFileLoads) {

@@ -32,8 +32,10 @@ It measures primitives, not the collectives the model is checked against
                              algorithms on tiny messages (8 B and 2 KiB by
                              default, below the 64 KiB where model-check.py
                              starts): call_overhead_us and sync_us at np 2,
-                             oversubscribed_sync_us at np 4 (emu: two ranks
-                             per core)
+                             oversubscribed_sync_us at twice the cores (emu:
+                             np 4, two ranks per core) and
+                             oversubscribed_sync.np<L>_us at the counts
+                             between (np 3)
   fixed                      emu: peer_local_memory 1, peer.latency_us 0,
                              shared_cores = the CPUs this process may use
 
@@ -410,11 +412,14 @@ def set_keys(text, values):
         out.append(line)
     # A file names only the rank counts whose host algorithms were measured: those go
     # after the host algorithm measured at 2 ranks.
-    extra = [k for k in values if k not in seen and re.fullmatch(r"host\.np[3-8]\.\w+\.\w+", k)]
-    if extra:
-        last = max(i for i, line in enumerate(out) if line.startswith("host."))
-        out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
-        seen.update(extra)
+    # The same for the oversubscribed handshakes, after the generic one.
+    for pattern, after in ((r"host\.np[3-8]\.\w+\.\w+", "host."),
+                           (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us")):
+        extra = [k for k in values if k not in seen and re.fullmatch(pattern, k)]
+        if extra:
+            last = max(i for i, line in enumerate(out) if line.startswith(after))
+            out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
+            seen.update(extra)
     missing = set(values) - seen
     if missing:
         sys.exit(f"the preset's params have no key(s) {sorted(missing)}: is the build's gpucoll_topo current?")
@@ -653,9 +658,11 @@ def main():
                          "(default emu: 2 to twice the cores, at most 8; cuda: 2)")
     ap.add_argument("--host-sizes", type=parse_range, default=parse_range("8:64M"), help="sizes of the host-algorithm runs (default 8:64M)")
     ap.add_argument("--sync-np", type=int, default=2, help="ranks of the handshake / call-overhead calibration points (default 2)")
-    ap.add_argument("--oversub-np", type=int, default=None,
-                    help="ranks of the oversubscribed handshake's calibration points (emu; default "
-                         "twice the cores; 0: none)")
+    ap.add_argument("--oversub-np", type=lambda s: parse_list(s, int), default=None,
+                    help="ranks of the oversubscribed handshake's calibration points, more than the "
+                         "cores (emu; default every count from cores + 1 to twice the cores, at "
+                         "most 8; 0: none): the largest gives oversubscribed_sync_us, the others "
+                         "oversubscribed_sync.np<L>_us")
     ap.add_argument("--sync-sizes", type=lambda s: parse_list(s, parse_size), default=[8, 2048],
                     help="their sizes (default 8,2K; keep them below model-check's sizes)")
     ap.add_argument("-T", "--time-cap", type=float, default=0.3, help="gpucoll_bench -T (default 0.3 s)")
@@ -667,7 +674,8 @@ def main():
     r = Runner(args)
     emu = r.device == "emu"
     if args.oversub_np is None:
-        args.oversub_np = 2 * r.cores
+        args.oversub_np = list(range(max(3, r.cores + 1), min(8, 2 * r.cores) + 1))
+    args.oversub_np = sorted({n for n in args.oversub_np if n > r.cores and n >= 2}, reverse=True)
     if args.host_np is None:
         args.host_np = list(range(2, max(2, min(8, 2 * r.cores)) + 1)) if emu else [2]
     preset = args.preset or ("emu" if emu else "h100-nvswitch")
@@ -867,13 +875,18 @@ def main():
     values["call_overhead_us"] = o
     values["sync_us"] = sigma
     cal_points = f"np {np}"
-    if emu and args.oversub_np and args.oversub_np > cores:
-        onp = args.oversub_np
+    # The largest count first: its value is the generic one, which the model uses at the
+    # others while fitting theirs (a count that has a value of its own uses that).
+    for i, onp in enumerate(args.oversub_np if emu else []):
         got = calibration_points(onp)
         knobs = ["oversubscribed_sync_us"]
         coefs = coefficients(onp, {"call_overhead_us": o, "sync_us": sigma,
                                    "oversubscribed_sync_us": 1e-6}, knobs)
-        (values["oversubscribed_sync_us"],) = fit_points(got, coefs, knobs, f"np {onp}")
+        (fitted,) = fit_points(got, coefs, knobs, f"np {onp}")
+        if i == 0:
+            values["oversubscribed_sync_us"] = fitted
+        elif 3 <= onp <= 8:
+            values[f"oversubscribed_sync.np{onp}_us"] = fitted
         cal_points += f" and np {onp}"
 
     # 4. the file

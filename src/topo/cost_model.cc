@@ -174,8 +174,13 @@ private:
     double overhead() const { return cpu(p_.call_overhead_us); }
     // One handshake between ranks of the node.
     double handshake() const {
-        return oversubscribed() && p_.oversubscribed_sync_us > 0 ? p_.oversubscribed_sync_us
-                                                                 : p_.sync_us;
+        if (!oversubscribed()) return p_.sync_us;
+        if (L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast) {
+            const double at =
+                p_.oversubscribed_sync_at[static_cast<size_t>(L_ - ModelParams::kHostRanksFirst)];
+            if (at > 0) return at;
+        }
+        return p_.oversubscribed_sync_us > 0 ? p_.oversubscribed_sync_us : p_.sync_us;
     }
     double sync(int k) const { return k * handshake(); }
     // A wait for node-mates: none when the node has one rank.
@@ -705,8 +710,10 @@ struct Binding {
     bool* flag = nullptr;
     std::string* text = nullptr;
     // format_params leaves the key out while this link is unset (bandwidth
-    // 0): the per-rank-count host algorithms, most of them never measured.
+    // 0) or this number is 0: the per-rank-count values, most of them never
+    // measured.
     const LinkCost* omit_unset = nullptr;
+    bool omit_zero = false;
 };
 
 // cached: the link has a rate in cache too (operations on memory).
@@ -779,8 +786,17 @@ std::vector<Binding> bindings(ModelParams& p) {
     v.push_back({.key = "oversubscribed_sync_us",
                  .kind = Kind::Latency,
                  .help = "one handshake when the node's ranks outnumber shared_cores (the waiter "
-                         "yields until its peer gets a core; 0: sync_us)",
+                         "yields until its peer gets a core; 0: sync_us); "
+                         "oversubscribed_sync.np<L>_us: measured at L = 3..8 ranks per node "
+                         "(absent: this)",
                  .number = &p.oversubscribed_sync_us});
+    for (size_t i = 0; i < p.oversubscribed_sync_at.size(); ++i)
+        v.push_back({.key = "oversubscribed_sync.np" +
+                            std::to_string(ModelParams::kHostRanksFirst + i) + "_us",
+                     .kind = Kind::Latency,
+                     .help = nullptr,
+                     .number = &p.oversubscribed_sync_at[i],
+                     .omit_zero = true});
     v.push_back({.key = "shared_write_GBps",
                  .kind = Kind::OptionalRate,
                  .help = "extra cost of writing memory a peer has read (its cached copies "
@@ -1118,6 +1134,7 @@ std::string format_params(const ModelParams& params) {
         "microseconds, bandwidths in GB/s (1e9 bytes/s)\n";
     for (const Binding& f : bindings(p)) {
         if (f.omit_unset != nullptr && f.omit_unset->bandwidth_GBps == 0) continue;
+        if (f.omit_zero && *f.number == 0) continue;
         if (f.help != nullptr) out += "\n# " + std::string(f.help) + "\n";
         out += f.key + " = " + format_value(f) + "\n";
     }

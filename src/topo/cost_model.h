@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpucoll.h"
@@ -73,6 +74,11 @@ struct ModelParams {
     // spins and yields until the rank it waits for gets a core (a context
     // switch or more); used instead of sync_us then. 0: sync_us.
     double oversubscribed_sync_us = 0;
+    // The same measured at L = 3..8 ranks per node
+    // (oversubscribed_sync_at[L - kHostRanksFirst]): how long a waiter waits
+    // for its peer's turn on a core depends on how many ranks share them.
+    // 0: oversubscribed_sync_us.
+    std::array<double, 6> oversubscribed_sync_at{};
     // Writing memory that a peer has read (emu: the other core's cached
     // copies are invalidated line by line) costs these extra bytes per
     // second, for the share of the traffic in cache (cache_bytes). 0: free.
@@ -101,6 +107,8 @@ struct ModelParams {
     // host_algorithm_at[L - kHostRanksFirst][coll] for L = 3..8 ranks per
     // node; where its bandwidth_GBps is 0, host_algorithm applies.
     static constexpr int kHostRanksFirst = 3, kHostRanksLast = 8;
+    static_assert(std::tuple_size_v<decltype(oversubscribed_sync_at)> ==
+                  kHostRanksLast - kHostRanksFirst + 1);
     std::array<HostAlgorithms, kHostRanksLast - kHostRanksFirst + 1> host_algorithm_at = [] {
         std::array<HostAlgorithms, kHostRanksLast - kHostRanksFirst + 1> all;
         all.fill(kUnmeasured);

@@ -533,6 +533,32 @@ TEST(EmuTerms, OversubscribedHandshakes) {
     }
 }
 
+// Measured at this node's rank count, the oversubscribed handshake replaces
+// the generic one; the file names only the rank counts measured.
+TEST(EmuTerms, OversubscribedHandshakePerRankCount) {
+    ModelParams p = cpu_device();
+    p.oversubscribed_sync_us = 10;
+    auto ring = [](int n, const ModelParams& q) {
+        return predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, MiB, {n, 1}, q);
+    };
+    EXPECT_EQ(format_params(p).find("\noversubscribed_sync.np"), std::string::npos);
+    ModelParams q = p;
+    q.oversubscribed_sync_at[3 - ModelParams::kHostRanksFirst] = 4;
+    const Prediction at3 = ring(3, q);
+    EXPECT_NEAR(at3.time_us, ring(3, p).time_us - at3.syncs * (10 - 4), 1e-9 * at3.time_us);
+    EXPECT_EQ(ring(4, q).time_us, ring(4, p).time_us);  // np 4 keeps the generic value
+    EXPECT_EQ(ring(2, q).time_us, ring(2, p).time_us);  // not oversubscribed
+    const std::string text = format_params(q);
+    EXPECT_NE(text.find("\noversubscribed_sync.np3_us = 4\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\noversubscribed_sync.np4_us"), std::string::npos);
+    ModelParams back = cpu_device();
+    std::string error;
+    ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
+    EXPECT_EQ(ring(3, back).time_us, at3.time_us);
+    EXPECT_EQ(format_params(back), text);
+    EXPECT_FALSE(parse_params("oversubscribed_sync.np9_us = 1\n", "t", &back, &error));
+}
+
 // Writing memory a peer has read: extra time for the cached share.
 TEST(EmuTerms, SharedWrites) {
     ModelParams p = cpu_device();

@@ -9,9 +9,10 @@ It measures primitives, not the collectives the model is checked against
   device copy and reduction  perf/gpucoll_kernel_bench at 14 sizes, as many
                              processes at once as the node has cores (emu:
                              every core busy, as when the ranks of a node
-                             work); fits cache_bytes and device_copy.*,
-                             device_reduce.* (rate in cache, beyond it, fixed
-                             cost from the 64-byte time)
+                             work); fits device_copy.* and device_reduce.*
+                             (rate in cache, beyond it, fixed cost from the
+                             64-byte time); cache_bytes is the CPUs' last-
+                             level cache (sysfs; --cache-bytes fit fits it)
   staging copies             emu: the same memcpy as device copies (d2h, h2d =
                              device copy, in bytes copied: traffic / 2);
                              cuda: no micro-benchmark, kept from the preset
@@ -415,7 +416,7 @@ def set_keys(text, values):
     # The same for the oversubscribed handshakes, after the generic one.
     for pattern, after in ((r"host\.np[3-8]\.\w+\.\w+", "host."),
                            (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us")):
-        extra = [k for k in values if k not in seen and re.fullmatch(pattern, k)]
+        extra = sorted(k for k in values if k not in seen and re.fullmatch(pattern, k))
         if extra:
             last = max(i for i, line in enumerate(out) if line.startswith(after))
             out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
@@ -552,6 +553,26 @@ def relative_fit(features, times):
     return x, math.sqrt(sum(e * e for e in errs) / len(errs))
 
 
+def last_level_cache_bytes():
+    """Bytes of the highest-level cache of the first CPU this process may use (sysfs),
+    0 when sysfs does not say."""
+    cpu = min(os.sched_getaffinity(0))
+    base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+    best = (0, 0)
+    try:
+        for entry in os.listdir(base):
+            if not entry.startswith("index"):
+                continue
+            with open(os.path.join(base, entry, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(base, entry, "size")) as f:
+                size = parse_size(f.read().strip())
+            best = max(best, (level, size))
+    except (OSError, ValueError, argparse.ArgumentTypeError):
+        return 0
+    return best[1]
+
+
 def cached_fraction(ws, cache):
     if cache <= 0:
         return 0.0
@@ -647,6 +668,11 @@ def main():
     ap.add_argument("--kernel-sizes", type=lambda s: parse_list(s, parse_size),
                     default=parse_list("64K,256K,1M,2M,3M,4M,6M,8M,12M,16M,24M,32M,48M,64M", parse_size),
                     help="sizes of the copy and reduction benchmark (default 64K..64M, 14 sizes)")
+    ap.add_argument("--cache-bytes", default="llc",
+                    help="emu: the cache the model's cache term uses: llc (default: the CPUs' "
+                         "last-level cache, from sysfs), fit (the size that fits the copy and "
+                         "reduction best; with a private cache level below it, the fit may "
+                         "settle on either), or a size (e.g. 32M)")
     ap.add_argument("--kernel-iters", type=int, default=30, help="iterations per size (default 30)")
     ap.add_argument("--latency-size", type=parse_size, default=64, help="size whose time is the fixed cost of a copy or reduction (default 64 B)")
     ap.add_argument("--shared-sizes", type=lambda s: parse_list(s, parse_size),
@@ -673,9 +699,14 @@ def main():
 
     r = Runner(args)
     emu = r.device == "emu"
-    if args.oversub_np is None:
-        args.oversub_np = list(range(max(3, r.cores + 1), min(8, 2 * r.cores) + 1))
-    args.oversub_np = sorted({n for n in args.oversub_np if n > r.cores and n >= 2}, reverse=True)
+    if args.oversub_np is None:  # twice the cores, and the counts between that have keys
+        args.oversub_np = [2 * r.cores] + list(range(max(3, r.cores + 1), min(8, 2 * r.cores) + 1))
+    wanted = sorted({n for n in args.oversub_np if n > r.cores and n >= 2}, reverse=True)
+    # The largest gives oversubscribed_sync_us; the others need a key of their own (3..8).
+    args.oversub_np = wanted[:1] + [n for n in wanted[1:] if 3 <= n <= 8]
+    if len(args.oversub_np) < len(wanted):
+        say(f"# --oversub-np: {sorted(set(wanted) - set(args.oversub_np))} left out (only the "
+            f"largest count or counts 3..8 have a parameter)")
     if args.host_np is None:
         args.host_np = list(range(2, max(2, min(8, 2 * r.cores)) + 1)) if emu else [2]
     preset = args.preset or ("emu" if emu else "h100-nvswitch")
@@ -702,7 +733,19 @@ def main():
         say(f"  {s:>10} {copy:>10.1f} {red:>12.1f}")
         points.append(("copy", procs * 2 * s, 2 * s, 2 * s / (copy * 1e3)))
         points.append(("reduce", procs * 3 * s, 3 * s, 3 * s / (red * 1e3)))
-    grid = [0.0] if not emu else [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)]
+    if not emu:
+        grid, how = [0.0], "none (cuda)"
+    elif args.cache_bytes == "fit":
+        grid, how = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)], "fitted"
+    elif args.cache_bytes == "llc":
+        llc = last_level_cache_bytes()
+        if llc > 0:
+            grid, how = [float(llc)], "the CPUs' last-level cache (sysfs)"
+        else:
+            grid, how = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)], \
+                "fitted (sysfs names no cache)"
+    else:
+        grid, how = [float(parse_size(args.cache_bytes))], "given"
     cache, per = fit_memory(points, grid)
     (cc, cm), copy_rms = per["copy"]
     (rc, rm), red_rms = per["reduce"]
@@ -718,7 +761,7 @@ def main():
         "device_reduce.cached_GBps": gbps(rc) if emu else 0.0,
         "cache_bytes": float(int(cache)),
     })
-    say(f"# fit: cache {cache / 2**20:.1f} MiB; copy {gbps(cc):.1f} GB/s in cache, {gbps(cm):.1f} beyond "
+    say(f"# fit: cache {cache / 2**20:.1f} MiB ({how}); copy {gbps(cc):.1f} GB/s in cache, {gbps(cm):.1f} beyond "
         f"(rms {100 * copy_rms:.0f}%); reduce {gbps(rc):.1f} / {gbps(rm):.1f} (rms {100 * red_rms:.0f}%); "
         f"fixed cost at {ls} B: copy {lat_copy:.2f} us, reduce {lat_red:.2f} us")
 
@@ -875,13 +918,16 @@ def main():
     values["call_overhead_us"] = o
     values["sync_us"] = sigma
     cal_points = f"np {np}"
-    # The largest count first: its value is the generic one, which the model uses at the
-    # others while fitting theirs (a count that has a value of its own uses that).
+    # One value per count, each fitted through the generic knob (the count's own key held
+    # at 0, unset, so that the knob is what the model uses there); the largest count's
+    # value becomes the generic one, the others go to their own keys.
     for i, onp in enumerate(args.oversub_np if emu else []):
         got = calibration_points(onp)
         knobs = ["oversubscribed_sync_us"]
-        coefs = coefficients(onp, {"call_overhead_us": o, "sync_us": sigma,
-                                   "oversubscribed_sync_us": 1e-6}, knobs)
+        fixed = {"call_overhead_us": o, "sync_us": sigma, "oversubscribed_sync_us": 1e-6}
+        if 3 <= onp <= 8:
+            fixed[f"oversubscribed_sync.np{onp}_us"] = 0.0
+        coefs = coefficients(onp, fixed, knobs)
         (fitted,) = fit_points(got, coefs, knobs, f"np {onp}")
         if i == 0:
             values["oversubscribed_sync_us"] = fitted
@@ -889,7 +935,12 @@ def main():
             values[f"oversubscribed_sync.np{onp}_us"] = fitted
         cal_points += f" and np {onp}"
 
-    # 4. the file
+    # 4. the file: per-rank-count values the starting point had (a params file) and this
+    # run did not measure are dropped (0: unset), not carried over as if measured.
+    for line in r.preset_text(preset).splitlines():
+        m = re.match(r"^(host\.np[3-8]\.\w+\.\w+|oversubscribed_sync\.np[3-8]_us)\s*=", line)
+        if m and m.group(1) not in values:
+            values[m.group(1)] = 0.0
     name = args.name or f"{preset}-calibrated"
     loads = ", ".join(f"{x:.2f}" for x in r.loads)
     values["name"] = name

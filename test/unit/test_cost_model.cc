@@ -547,7 +547,19 @@ TEST(EmuTerms, OversubscribedHandshakePerRankCount) {
     const Prediction at3 = ring(3, q);
     EXPECT_NEAR(at3.time_us, ring(3, p).time_us - at3.syncs * (10 - 4), 1e-9 * at3.time_us);
     EXPECT_EQ(ring(4, q).time_us, ring(4, p).time_us);  // np 4 keeps the generic value
-    EXPECT_EQ(ring(2, q).time_us, ring(2, p).time_us);  // not oversubscribed
+    ModelParams edge = p;  // the last rank count with a key, the first without
+    edge.oversubscribed_sync_at[8 - ModelParams::kHostRanksFirst] = 4;
+    const Prediction at8 = ring(8, edge);
+    EXPECT_NEAR(at8.time_us, ring(8, p).time_us - at8.syncs * (10 - 4), 1e-9 * at8.time_us);
+    EXPECT_EQ(ring(9, edge).time_us, ring(9, p).time_us);
+    edge.shared_cores = 8;  // 8 ranks on 8 cores: not oversubscribed, sync_us
+    EXPECT_EQ(ring(8, edge).time_us, ring(8,
+                                          [&] {
+                                              ModelParams x = p;
+                                              x.shared_cores = 8;
+                                              return x;
+                                          }())
+                                         .time_us);
     const std::string text = format_params(q);
     EXPECT_NE(text.find("\noversubscribed_sync.np3_us = 4\n"), std::string::npos) << text;
     EXPECT_EQ(text.find("\noversubscribed_sync.np4_us"), std::string::npos);
@@ -621,6 +633,16 @@ TEST(EmuTerms, HostAlgorithmPerRankCount) {
     ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
     EXPECT_EQ(staged(4, back), staged(4, q));
     EXPECT_EQ(format_params(back), text);
+    // The last rank count with keys, the first without, and more than one node.
+    ModelParams r = p;
+    r.host_algorithm_at[8 - ModelParams::kHostRanksFirst][GPUCOLL_COLL_ALLGATHER] = {5, 1, 0};
+    r.host_algorithm_at[4 - ModelParams::kHostRanksFirst][GPUCOLL_COLL_ALLGATHER] = {5, 1, 0};
+    EXPECT_NE(staged(8, r), staged(8, p));
+    EXPECT_EQ(staged(9, r), staged(9, p));
+    auto two_nodes = [&](const ModelParams& x) {
+        return predict(GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_STAGED, S, {4, 2}, x).time_us;
+    };
+    EXPECT_EQ(two_nodes(r), two_nodes(p));
     EXPECT_FALSE(parse_params("host.np9.allgather.latency_us = 1\n", "t", &back, &error));
     EXPECT_FALSE(parse_params("host.np2.allgather.latency_us = 1\n", "t", &back, &error));
 }

@@ -686,9 +686,9 @@ def main():
     ap.add_argument("--sync-np", type=int, default=2, help="ranks of the handshake / call-overhead calibration points (default 2)")
     ap.add_argument("--oversub-np", type=lambda s: parse_list(s, int), default=None,
                     help="ranks of the oversubscribed handshake's calibration points, more than the "
-                         "cores (emu; default every count from cores + 1 to twice the cores, at "
-                         "most 8; 0: none): the largest gives oversubscribed_sync_us, the others "
-                         "oversubscribed_sync.np<L>_us")
+                         "cores (emu; default twice the cores and every count from cores + 1 below "
+                         "it, up to 8; 0: none): the largest gives oversubscribed_sync_us, the "
+                         "others (3..8) oversubscribed_sync.np<L>_us")
     ap.add_argument("--sync-sizes", type=lambda s: parse_list(s, parse_size), default=[8, 2048],
                     help="their sizes (default 8,2K; keep them below model-check's sizes)")
     ap.add_argument("-T", "--time-cap", type=float, default=0.3, help="gpucoll_bench -T (default 0.3 s)")

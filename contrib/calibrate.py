@@ -398,6 +398,11 @@ def parse_topo(out):
     return res
 
 
+# Keys of values measured per rank count (L = 3..8), and the key a file writes them after.
+PER_COUNT_KEYS = ((r"host\.np[3-8]\.\w+\.\w+", "host."),
+                  (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"))
+
+
 def set_keys(text, values):
     """The params text with values[key] in place of the file's values."""
     def text_of(v):
@@ -411,11 +416,9 @@ def set_keys(text, values):
             line = f"{key} = {text_of(values[key])}"
             seen.add(key)
         out.append(line)
-    # A file names only the rank counts whose host algorithms were measured: those go
-    # after the host algorithm measured at 2 ranks.
-    # The same for the oversubscribed handshakes, after the generic one.
-    for pattern, after in ((r"host\.np[3-8]\.\w+\.\w+", "host."),
-                           (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us")):
+    # A file names only the rank counts measured: their keys go after the values
+    # measured at 2 ranks (host.*) or the generic one (oversubscribed_sync_us).
+    for pattern, after in PER_COUNT_KEYS:
         extra = sorted(k for k in values if k not in seen and re.fullmatch(pattern, k))
         if extra:
             last = max(i for i, line in enumerate(out) if line.startswith(after))
@@ -733,17 +736,15 @@ def main():
         say(f"  {s:>10} {copy:>10.1f} {red:>12.1f}")
         points.append(("copy", procs * 2 * s, 2 * s, 2 * s / (copy * 1e3)))
         points.append(("reduce", procs * 3 * s, 3 * s, 3 * s / (red * 1e3)))
+    fit_grid = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)]  # 1-256 MiB
+    llc = last_level_cache_bytes() if emu and args.cache_bytes == "llc" else 0
     if not emu:
         grid, how = [0.0], "none (cuda)"
     elif args.cache_bytes == "fit":
-        grid, how = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)], "fitted"
+        grid, how = fit_grid, "fitted"
     elif args.cache_bytes == "llc":
-        llc = last_level_cache_bytes()
-        if llc > 0:
-            grid, how = [float(llc)], "the CPUs' last-level cache (sysfs)"
-        else:
-            grid, how = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)], \
-                "fitted (sysfs names no cache)"
+        grid, how = ([float(llc)], "the CPUs' last-level cache (sysfs)") if llc > 0 else \
+            (fit_grid, "fitted (sysfs names no cache)")
     else:
         grid, how = [float(parse_size(args.cache_bytes))], "given"
     cache, per = fit_memory(points, grid)
@@ -938,9 +939,9 @@ def main():
     # 4. the file: per-rank-count values the starting point had (a params file) and this
     # run did not measure are dropped (0: unset), not carried over as if measured.
     for line in r.preset_text(preset).splitlines():
-        m = re.match(r"^(host\.np[3-8]\.\w+\.\w+|oversubscribed_sync\.np[3-8]_us)\s*=", line)
-        if m and m.group(1) not in values:
-            values[m.group(1)] = 0.0
+        key = line.split("=", 1)[0].strip()
+        if key not in values and any(re.fullmatch(p, key) for p, _ in PER_COUNT_KEYS):
+            values[key] = 0.0
     name = args.name or f"{preset}-calibrated"
     loads = ", ".join(f"{x:.2f}" for x in r.loads)
     values["name"] = name

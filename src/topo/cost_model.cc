@@ -131,6 +131,13 @@ private:
         return p_.shared_cores > 0 ? std::max(1.0, active / p_.shared_cores) : 1.0;
     }
     bool oversubscribed() const { return p_.shared_cores > 0 && L_ > p_.shared_cores; }
+    // This node's index in the values measured per rank count (the *_at
+    // arrays), -1 when its rank count has none.
+    int per_count_index() const {
+        return L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast
+                   ? L_ - ModelParams::kHostRanksFirst
+                   : -1;
+    }
     // The rate of an operation in this call: the cached share of its traffic
     // at the cached rate (harmonic mean), divided among the active ranks
     // sharing the node's cores.
@@ -175,11 +182,8 @@ private:
     // One handshake between ranks of the node.
     double handshake() const {
         if (!oversubscribed()) return p_.sync_us;
-        if (L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast) {
-            const double at =
-                p_.oversubscribed_sync_at[static_cast<size_t>(L_ - ModelParams::kHostRanksFirst)];
-            if (at > 0) return at;
-        }
+        if (const int i = per_count_index(); i >= 0 && p_.oversubscribed_sync_at[i] > 0)
+            return p_.oversubscribed_sync_at[i];
         return p_.oversubscribed_sync_us > 0 ? p_.oversubscribed_sync_us : p_.sync_us;
     }
     double sync(int k) const { return k * handshake(); }
@@ -517,10 +521,9 @@ Estimate Model::staged() const {
     const double lb = lower_bound_bytes(coll_, static_cast<size_t>(S_), static_cast<int64_t>(P));
     const double steps = log2_ceil(P) * (coll_ == GPUCOLL_COLL_ALLREDUCE ? 2 : 1);
     const LinkCost* measured = &p_.host_algorithm[static_cast<size_t>(coll_)];
-    if (L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast) {
+    if (const int i = per_count_index(); i >= 0) {
         const LinkCost& at =
-            p_.host_algorithm_at[static_cast<size_t>(L_ - ModelParams::kHostRanksFirst)]
-                                [static_cast<size_t>(coll_)];
+            p_.host_algorithm_at[static_cast<size_t>(i)][static_cast<size_t>(coll_)];
         if (at.bandwidth_GBps > 0) measured = &at;
     }
     double host = 0;
@@ -734,6 +737,28 @@ void bind_link(std::vector<Binding>* v, const char* name, LinkCost* l, const cha
                       .number = &l->cached_GBps});
 }
 
+// A measured host algorithm (host.<coll>, host.np<L>.<coll>): its rates are
+// optional (0: not measured); omit: left out of the file while unmeasured.
+void bind_host_algorithm(std::vector<Binding>* v, const std::string& name, LinkCost* l,
+                         const char* help, bool omit) {
+    const LinkCost* unset = omit ? l : nullptr;
+    v->push_back({.key = name + ".latency_us",
+                  .kind = Kind::Latency,
+                  .help = help,
+                  .number = &l->latency_us,
+                  .omit_unset = unset});
+    v->push_back({.key = name + ".bandwidth_GBps",
+                  .kind = Kind::OptionalRate,
+                  .help = nullptr,
+                  .number = &l->bandwidth_GBps,
+                  .omit_unset = unset});
+    v->push_back({.key = name + ".cached_GBps",
+                  .kind = Kind::OptionalRate,
+                  .help = nullptr,
+                  .number = &l->cached_GBps,
+                  .omit_unset = unset});
+}
+
 // Every key of the file, in the order format_params writes them.
 std::vector<Binding> bindings(ModelParams& p) {
     std::vector<Binding> v;
@@ -813,49 +838,21 @@ std::vector<Binding> bindings(ModelParams& p) {
               true);
     static const char* const kHostColls[] = {
         "allreduce", "bcast", "allgather", "reduce_scatter", "reduce_scatter_block", "reduce"};
-    for (size_t c = 0; c < p.host_algorithm.size(); ++c) {
-        LinkCost& l = p.host_algorithm[c];
-        const std::string name = std::string("host.") + kHostColls[c];
-        v.push_back({.key = name + ".latency_us",
-                     .kind = Kind::Latency,
-                     .help = c == 0 ? "Open MPI's host algorithm of one collective on one node, "
-                                      "measured: one step; lower-bound bytes per second beyond "
-                                      "and in cache (bandwidth 0: host_copy and host_reduce); "
-                                      "host.np<L>.<collective>.*: measured at L = 3..8 ranks "
-                                      "per node (absent: these)"
-                                    : nullptr,
-                     .number = &l.latency_us});
-        v.push_back({.key = name + ".bandwidth_GBps",
-                     .kind = Kind::OptionalRate,
-                     .help = nullptr,
-                     .number = &l.bandwidth_GBps});
-        v.push_back({.key = name + ".cached_GBps",
-                     .kind = Kind::OptionalRate,
-                     .help = nullptr,
-                     .number = &l.cached_GBps});
-    }
-    for (size_t i = 0; i < p.host_algorithm_at.size(); ++i) {
-        const std::string ranks = std::to_string(ModelParams::kHostRanksFirst + i);
-        for (size_t c = 0; c < p.host_algorithm_at[i].size(); ++c) {
-            LinkCost& l = p.host_algorithm_at[i][c];
-            const std::string name = "host.np" + ranks + "." + kHostColls[c];
-            v.push_back({.key = name + ".latency_us",
-                         .kind = Kind::Latency,
-                         .help = nullptr,
-                         .number = &l.latency_us,
-                         .omit_unset = &l});
-            v.push_back({.key = name + ".bandwidth_GBps",
-                         .kind = Kind::OptionalRate,
-                         .help = nullptr,
-                         .number = &l.bandwidth_GBps,
-                         .omit_unset = &l});
-            v.push_back({.key = name + ".cached_GBps",
-                         .kind = Kind::OptionalRate,
-                         .help = nullptr,
-                         .number = &l.cached_GBps,
-                         .omit_unset = &l});
-        }
-    }
+    for (size_t c = 0; c < p.host_algorithm.size(); ++c)
+        bind_host_algorithm(&v, std::string("host.") + kHostColls[c], &p.host_algorithm[c],
+                            c == 0 ? "Open MPI's host algorithm of one collective on one node, "
+                                     "measured: one step; lower-bound bytes per second beyond "
+                                     "and in cache (bandwidth 0: host_copy and host_reduce); "
+                                     "host.np<L>.<collective>.*: measured at L = 3..8 ranks "
+                                     "per node (absent: these)"
+                                   : nullptr,
+                            false);
+    for (size_t i = 0; i < p.host_algorithm_at.size(); ++i)
+        for (size_t c = 0; c < p.host_algorithm_at[i].size(); ++c)
+            bind_host_algorithm(
+                &v,
+                "host.np" + std::to_string(ModelParams::kHostRanksFirst + i) + "." + kHostColls[c],
+                &p.host_algorithm_at[i][c], nullptr, true);
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
                  .kind = Kind::Count,

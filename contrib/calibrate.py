@@ -45,6 +45,11 @@ says what each parameter is and how it was obtained. The file starts from the
 nearest preset (`gpucoll_topo --model PRESET --params`) and overrides what was
 measured.
 
+--save FILE also keeps the raw measurements (JSON, written as each section
+ends); --load FILE fits them again without measuring (e.g. with another
+--cache-bytes or preset), with the settings and machine facts they were
+measured with.
+
 The machine must be quiet: before every batch of runs the script waits until
 the 1-minute load average is below --max-load (polling every 20 s, at most
 --load-timeout seconds, then goes on and says so), and before every run until
@@ -54,6 +59,7 @@ the CPUs are idle; a run during which other processes used more than
 
 import argparse
 import datetime
+import json
 import math
 import os
 import re
@@ -473,8 +479,11 @@ def shared_write_run(size, iters, procs):
                 extra.append((t1 - t0) - (t3 - t2))
         os.write(wfd, f"{statistics.median(extra) * 1e6}\n".encode())
 
+    # Every writer is a child: work() pins its process to one core, and this process's
+    # affinity is what every later mpirun inherits (the oversubscribed ranks, which Open
+    # MPI leaves unbound, would share one core).
     kids = []
-    for me in range(1, procs):
+    for me in range(procs):
         pid = os.fork()
         if pid == 0:
             try:
@@ -482,7 +491,6 @@ def shared_write_run(size, iters, procs):
             finally:
                 os._exit(0)
         kids.append(pid)
-    work(0)
     for pid in kids:
         os.waitpid(pid, 0)
     os.close(wfd)
@@ -639,6 +647,39 @@ def host_terms(coll, size, p, cores):
 # ------------------------------------------------------------------ main
 
 
+class Raw:
+    """The raw measurements of one run by section (--save), or those of an earlier run
+    read back (--load), with the settings and machine facts they were measured with."""
+
+    def __init__(self, load=None, save=None):
+        self.load, self.save_to, self.meta, self.data = load, save, {}, {}
+        if load:
+            with open(load) as f:
+                saved = json.load(f)
+            self.meta = saved["meta"]
+            for name, v in saved["data"].items():
+                self.data[name] = v if isinstance(v, list) else {
+                    (tuple(k) if isinstance(k, list) else k): x
+                    for k, x in ((json.loads(k), x) for k, x in v.items())}
+
+    def get(self, name):
+        """A section read back, or None when it is to be measured."""
+        if self.load and name not in self.data:
+            sys.exit(f"{self.load} has no measurements '{name}': measure again")
+        return self.data.get(name)
+
+    def put(self, name, value, r):
+        self.data[name] = value
+        if self.save_to:
+            self.meta.update(loads=r.loads, runs=r.runs, disturbed=r.disturbed, commands=r.commands,
+                             kept_disturbed=r.kept_disturbed, gave_up=r.gave_up)
+            data = {n: v if isinstance(v, list) else {json.dumps(list(k) if isinstance(k, tuple) else k): x
+                                                      for k, x in v.items()}
+                    for n, v in self.data.items()}
+            with open(self.save_to, "w") as f:
+                json.dump({"meta": self.meta, "data": data}, f, indent=1)
+
+
 def parser(doc, examples):
     """The command line every script here starts from (model-check.py too):
     the docstring as help, the build tree and the backend."""
@@ -697,10 +738,20 @@ def main():
     ap.add_argument("-T", "--time-cap", type=float, default=0.3, help="gpucoll_bench -T (default 0.3 s)")
     add_runner_args(ap, "batch")
     ap.add_argument("--mpirun-args", help="extra mpirun arguments (one string)")
+    ap.add_argument("--save", help="also write the raw measurements to this JSON file")
+    ap.add_argument("--load", help="fit the raw measurements of this JSON file (from --save) "
+                                   "instead of measuring; the machine's facts (cores, cache, "
+                                   "device) come from the file")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
 
     r = Runner(args)
+    raw = Raw(args.load, args.save)
+    if args.load:  # the settings and the machine of the measurements
+        for k in ("device", "cores", "loads", "runs", "disturbed", "kept_disturbed", "gave_up", "commands"):
+            setattr(r, k, raw.meta[k])
+        for k in ("reps", "latency_size", "host_np", "oversub_np", "sync_np", "sync_sizes"):
+            setattr(args, k, raw.meta[k])
     emu = r.device == "emu"
     if args.oversub_np is None:  # twice the cores, and the counts between that have keys
         args.oversub_np = [2 * r.cores] + list(range(max(3, r.cores + 1), min(8, 2 * r.cores) + 1))
@@ -714,8 +765,15 @@ def main():
         args.host_np = list(range(2, max(2, min(8, 2 * r.cores)) + 1)) if emu else [2]
     preset = args.preset or ("emu" if emu else "h100-nvswitch")
     cores = r.cores if emu else 0
-    host = socket.gethostname()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    host = raw.meta.get("host") or socket.gethostname()
+    stamp = raw.meta.get("date") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if args.load:
+        say(f"# fitting the measurements of {args.load}, not measuring")
+    else:
+        raw.meta.update(host=host, date=stamp, device=r.device, cores=r.cores,
+                        llc=last_level_cache_bytes(), reps=args.reps, latency_size=args.latency_size,
+                        host_np=args.host_np, oversub_np=args.oversub_np, sync_np=args.sync_np,
+                        sync_sizes=args.sync_sizes)
     say(f"# contrib/calibrate.py on {host}, {stamp}: build {r.build}, device {r.device}, "
         f"{r.cores} cores, preset {preset}, {args.reps} repetitions (medians)")
     values = {}
@@ -723,11 +781,16 @@ def main():
     # 1. device copy and reduction: every core busy (emu), in cache and beyond
     procs = max(1, cores)
     say(f"\n## device copy and reduction: gpucoll_kernel_bench, {procs} process(es) at once")
-    meas = {}
-    for rep in range(args.reps):
-        r.wait_load()
-        for s in args.kernel_sizes + [args.latency_size]:
-            meas.setdefault(s, []).append(r.kernel_bench(s, args.kernel_iters, procs))
+    meas = raw.get("kernel")
+    if meas is None:
+        meas = {}
+        for rep in range(args.reps):
+            r.wait_load()
+            for s in args.kernel_sizes + [args.latency_size]:
+                meas.setdefault(s, []).append(r.kernel_bench(s, args.kernel_iters, procs))
+        raw.put("kernel", meas, r)
+    if args.load:  # the sizes measured
+        args.kernel_sizes = sorted(s for s in meas if s != args.latency_size)
     points = []
     say(f"# {'size(B)':>10} {'copy GB/s':>10} {'reduce GB/s':>12}   (traffic per process: copy 2S/t, reduce 3S/t)")
     for s in args.kernel_sizes:
@@ -737,7 +800,7 @@ def main():
         points.append(("copy", procs * 2 * s, 2 * s, 2 * s / (copy * 1e3)))
         points.append(("reduce", procs * 3 * s, 3 * s, 3 * s / (red * 1e3)))
     fit_grid = [float(int((1 << 20) * 2 ** (k / 8))) for k in range(0, 8 * 8 + 1)]  # 1-256 MiB
-    llc = last_level_cache_bytes() if emu and args.cache_bytes == "llc" else 0
+    llc = raw.meta["llc"] if emu and args.cache_bytes == "llc" else 0
     if not emu:
         grid, how = [0.0], "none (cuda)"
     elif args.cache_bytes == "fit":
@@ -778,12 +841,17 @@ def main():
     if emu and procs > 1:
         say(f"\n## shared writes: {procs} processes (one per core) write buffers the others "
             f"read (python ctypes memmove), against private buffers")
-        pts = []
-        for rep in range(args.reps):
-            r.wait_load()
-            for s in args.shared_sizes:
-                r.wait_idle()
-                pts.append((s, shared_write_run(s, args.shared_iters, procs)))
+        pts = raw.get("shared")
+        if pts is None:
+            pts = []
+            for rep in range(args.reps):
+                r.wait_load()
+                for s in args.shared_sizes:
+                    r.wait_idle()
+                    pts.append((s, shared_write_run(s, args.shared_iters, procs)))
+            raw.put("shared", pts, r)
+        if args.load:
+            args.shared_sizes = sorted({s for s, e in pts})
         feats = [[s] for s, e in pts if e > 0]
         extra = [e for s, e in pts if e > 0]
         for s in args.shared_sizes:
@@ -798,14 +866,17 @@ def main():
 
     # 2. Open MPI's host algorithm (what the staged path runs), host buffers, component off
     say(f"\n## host algorithm: gpucoll_bench -d host with --mca coll ^gpucoll, np {','.join(map(str, args.host_np))}")
-    hmeas = {}
-    for rep in range(args.reps):
-        r.wait_load()
-        for np in args.host_np:
-            for coll in COLLS:
-                for (c, s), (t, _, _) in r.bench(np, coll, args.host_sizes, args.time_cap, host=True,
-                                                 what="host algorithm").items():
-                    hmeas.setdefault((np, c, s), []).append(t)
+    hmeas = raw.get("host")
+    if hmeas is None:
+        hmeas = {}
+        for rep in range(args.reps):
+            r.wait_load()
+            for np in args.host_np:
+                for coll in COLLS:
+                    for (c, s), (t, _, _) in r.bench(np, coll, args.host_sizes, args.time_cap, host=True,
+                                                     what="host algorithm").items():
+                        hmeas.setdefault((np, c, s), []).append(t)
+        raw.put("host", hmeas, r)
     feats, times, keys = [], [], []
     for (np, coll, s), ts in sorted(hmeas.items()):
         steps, lb, red, ws = host_terms(coll, s, np, cores)
@@ -863,6 +934,9 @@ def main():
     def calibration_points(np):
         say(f"\n## calibration points: accelerated algorithms, np {np}, sizes "
             f"{','.join(human(s) for s in args.sync_sizes)} (not validation points)")
+        got = raw.get(f"points.np{np}")
+        if got is not None:
+            return got
         got = {}
         for rep in range(args.reps):
             r.wait_load()
@@ -875,6 +949,7 @@ def main():
                             say(f"# {c} {algo} {s} B ran {path}/{took}: left out")
                             continue
                         got.setdefault((c, algo, s), []).append(t)
+        raw.put(f"points.np{np}", got, r)
         return got
 
     def coefficients(np, fixed, knobs):

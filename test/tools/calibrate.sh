@@ -1,0 +1,8 @@
+#!/bin/sh
+# calibrate.sh - contrib/calibrate.py's own code, without measuring: the CPU
+# affinity its shared-write benchmark leaves behind, --save / --load of raw
+# measurements, and a params file fitted from a saved run (test_calibrate.py
+# says what each part checks).
+set -eu
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed"; exit 77; }
+exec python3 -B "$GPUCOLL_SRCDIR/test/tools/test_calibrate.py"

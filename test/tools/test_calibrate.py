@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""test_calibrate.py - contrib/calibrate.py without measuring (test/tools/calibrate.sh):
+
+  1. the shared-write micro-benchmark leaves the caller's CPU affinity as it
+     was (it pinned the calibration to one core once: every later
+     oversubscribed run, which Open MPI leaves unbound, then shared it and
+     measured twice the time);
+  2. raw measurements survive --save / --load (tuple and integer keys,
+     lists), and a section the file lacks is an error, not a measurement;
+  3. --load of a small saved run (calibrate-mini.json: np 2 and 4, one
+     repetition) writes a params file gpucoll_topo reads, the same bytes
+     each time, with the fitted per-count values and the file's machine
+     facts; a file missing a section fails with its name.
+Needs GPUCOLL_SRCDIR and GPUCOLL_BUILDDIR (part 3).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("GPUCOLL_SRCDIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD = os.environ.get("GPUCOLL_BUILDDIR")
+sys.path.insert(0, os.path.join(SRC, "contrib"))
+sys.dont_write_bytecode = True
+import calibrate  # noqa: E402
+
+SCRIPT = os.path.join(SRC, "contrib", "calibrate.py")
+MINI = os.path.join(SRC, "test", "tools", "calibrate-mini.json")
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def params_of(text):
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            out[k] = v
+    return out
+
+
+class Affinity(unittest.TestCase):
+    def test_shared_write_keeps_affinity(self):
+        before = os.sched_getaffinity(0)
+        if len(before) < 2:
+            self.skipTest("one CPU: nothing to narrow")
+        extra = calibrate.shared_write_run(4096, 6, 2)
+        self.assertEqual(os.sched_getaffinity(0), before)
+        self.assertTrue(extra == extra)  # a number, not NaN
+
+
+class RawFile(unittest.TestCase):
+    def test_round_trip(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "raw.json")
+            runner = type("R", (), {"loads": [0.1], "runs": 3, "disturbed": 0, "kept_disturbed": 0,
+                                    "gave_up": 0, "commands": [("what", "cmd")]})()
+            raw = calibrate.Raw(save=path)
+            raw.meta["cores"] = 2
+            raw.put("kernel", {65536: [(10.0, 5.0)], 64: [(1.0, 0.5)]}, runner)
+            raw.put("shared", [(4096, 0.25)], runner)
+            raw.put("host", {(4, "allreduce", 8): [1.5, 1.25]}, runner)
+            back = calibrate.Raw(load=path)
+            self.assertEqual(back.meta["cores"], 2)
+            self.assertEqual(back.meta["runs"], 3)
+            self.assertEqual(back.get("kernel"), {65536: [[10.0, 5.0]], 64: [[1.0, 0.5]]})
+            self.assertEqual(back.get("shared"), [[4096, 0.25]])
+            self.assertEqual(back.get("host"), {(4, "allreduce", 8): [1.5, 1.25]})
+            with self.assertRaises(SystemExit) as e:
+                back.get("points.np3")
+            self.assertIn("points.np3", str(e.exception))
+            self.assertIsNone(calibrate.Raw().get("kernel"))  # not loading: measure
+
+
+@unittest.skipUnless(BUILD, "GPUCOLL_BUILDDIR is not set")
+class LoadSaved(unittest.TestCase):
+    def load(self, src, out):
+        return subprocess.run([sys.executable, "-B", SCRIPT, "-b", BUILD, "--load", src, "-o", out],
+                              capture_output=True, text=True)
+
+    def test_fit_from_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.params"), os.path.join(tmp, "b.params")
+            for out in (a, b):
+                res = self.load(MINI, out)
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            with open(a) as fa, open(b) as fb:
+                self.assertEqual(fa.read(), fb.read())
+            topo = os.path.join(BUILD, "tools", "gpucoll_topo")
+            back = subprocess.run([topo, "--model", a, "--params"], capture_output=True, text=True)
+            self.assertEqual(back.returncode, 0, back.stderr)
+            p = params_of(back.stdout)
+            meta = read_json(MINI)["meta"]
+            self.assertEqual(float(p["cache_bytes"]), meta["llc"])
+            self.assertEqual(float(p["shared_cores"]), meta["cores"])
+            for key in ("sync_us", "call_overhead_us", "oversubscribed_sync_us",
+                        "host.np4.allreduce.latency_us", "host.allreduce.bandwidth_GBps"):
+                self.assertGreater(float(p[key]), 0.0, key)
+            # Measured np 2 and 4 only: no handshake or host values of other counts.
+            self.assertNotIn("host.np3.allreduce.latency_us", p)
+            self.assertIn(meta["date"], p["source"])
+
+    def test_missing_section(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = read_json(MINI)
+            del saved["data"]["points.np4"]
+            src = os.path.join(tmp, "cut.json")
+            with open(src, "w") as f:
+                json.dump(saved, f)
+            res = self.load(src, os.path.join(tmp, "x.params"))
+            self.assertNotEqual(res.returncode, 0)
+            self.assertIn("points.np4", res.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "x.params")))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -405,12 +405,13 @@ def parse_topo(out):
 
 
 # Keys of values measured per rank count (L = 3..8), and the key a file writes them after.
-PER_COUNT_KEYS = ((r"host\.np[3-8]\.\w+\.\w+", "host."),
+PER_COUNT_KEYS = ((r"host\.np[2-8]\.\w+\.\w+", "host."),
                   (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"))
 
 
 def set_keys(text, values):
-    """The params text with values[key] in place of the file's values."""
+    """The params text with values[key] in place of the file's values (None: the key's
+    line left out)."""
     def text_of(v):
         return (repr(round(v, 6)) if v != int(v) else str(int(v))) if isinstance(v, float) else v
 
@@ -419,18 +420,21 @@ def set_keys(text, values):
         m = re.match(r"^([\w.]+)\s*=", line)
         if m and m.group(1) in values:
             key = m.group(1)
-            line = f"{key} = {text_of(values[key])}"
             seen.add(key)
+            if values[key] is None:
+                continue
+            line = f"{key} = {text_of(values[key])}"
         out.append(line)
     # A file names only the rank counts measured: their keys go after the values
     # measured at 2 ranks (host.*) or the generic one (oversubscribed_sync_us).
     for pattern, after in PER_COUNT_KEYS:
-        extra = sorted(k for k in values if k not in seen and re.fullmatch(pattern, k))
+        extra = sorted(k for k in values
+                       if k not in seen and values[k] is not None and re.fullmatch(pattern, k))
         if extra:
             last = max(i for i, line in enumerate(out) if line.startswith(after))
             out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
             seen.update(extra)
-    missing = set(values) - seen
+    missing = {k for k in values if values[k] is not None} - seen
     if missing:
         sys.exit(f"the preset's params have no key(s) {sorted(missing)}: is the build's gpucoll_topo current?")
     return "\n".join(out) + "\n"
@@ -928,6 +932,16 @@ def main():
             say(f"# {prefix} {coll} ({who}): step {x[0]:.2f} us, lower bound at {gbps(x[1]):.2f} "
                 f"GB/s in cache, {gbps(x[2]):.2f} beyond (rms {100 * rms:.0f}% over {len(times)} sizes)")
 
+    # The same, point by point (host.np<L>.<coll>.table_us): what a one-node staged call's
+    # host part is read from; the rates above serve the counts and sizes not measured.
+    for np in args.host_np:
+        if 2 <= np <= 8:
+            for coll in COLLS:
+                pts = sorted((s, median(ts)) for (n, c, s), ts in hmeas.items() if n == np and c == coll)
+                values[f"host.np{np}.{coll}.table_us"] = " ".join(f"{s}:{t:.4g}" for s, t in pts)
+    say(f"# host.np<L>.<coll>.table_us: the medians above, L = "
+        f"{','.join(str(n) for n in args.host_np if 2 <= n <= 8)}")
+
     # 3. sync_us and call_overhead_us (np --sync-np), oversubscribed_sync_us (np
     # --oversub-np, emu): gpucoll's accelerated algorithms on tiny messages. The model
     # is linear in the three; its other terms come from the parameters measured above.
@@ -1016,7 +1030,7 @@ def main():
     for line in r.preset_text(preset).splitlines():
         key = line.split("=", 1)[0].strip()
         if key not in values and any(re.fullmatch(p, key) for p, _ in PER_COUNT_KEYS):
-            values[key] = 0.0
+            values[key] = None if key.endswith(".table_us") else 0.0
     name = args.name or f"{preset}-calibrated"
     loads = ", ".join(f"{x:.2f}" for x in r.loads)
     values["name"] = name

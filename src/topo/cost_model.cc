@@ -31,6 +31,19 @@ int saturated(double count) {
 
 double log2_ceil(double n) { return n <= 1 ? 0 : std::ceil(std::log2(n)); }
 
+// A measured host table's time at bytes (ModelParams::host_table: points
+// with sizes increasing, times positive): log-log between the two points
+// around it; below the first, the first; beyond the last, in proportion.
+double table_us(const ModelParams::HostTable& t, double bytes) {
+    if (bytes <= t.front().first) return t.front().second;
+    if (bytes >= t.back().first) return t.back().second * (bytes / t.back().first);
+    const auto hi = std::lower_bound(t.begin(), t.end(), bytes,
+                                     [](const auto& point, double b) { return point.first < b; });
+    const auto lo = hi - 1;
+    const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+    return lo->second * std::pow(hi->second / lo->second, f);
+}
+
 bool reduces(gpucoll_coll_t coll) {
     return coll == GPUCOLL_COLL_ALLREDUCE || coll == GPUCOLL_COLL_REDUCE ||
            coll == GPUCOLL_COLL_REDUCE_SCATTER || coll == GPUCOLL_COLL_REDUCE_SCATTER_BLOCK;
@@ -526,8 +539,15 @@ Estimate Model::staged() const {
             p_.host_algorithm_at[static_cast<size_t>(i)][static_cast<size_t>(coll_)];
         if (at.bandwidth_GBps > 0) measured = &at;
     }
+    const ModelParams::HostTable* table = nullptr;
+    if (L_ >= ModelParams::kTableRanksFirst && L_ <= ModelParams::kHostRanksLast)
+        table = &p_.host_table[static_cast<size_t>(L_ - ModelParams::kTableRanksFirst)]
+                              [static_cast<size_t>(coll_)];
     double host = 0;
-    if (N_ == 1 && measured->bandwidth_GBps > 0) {  // this collective's host algorithm, measured
+    if (N_ == 1 && table != nullptr && !table->empty()) {  // measured at this size
+        host = table_us(*table, S_);
+    } else if (N_ == 1 &&
+               measured->bandwidth_GBps > 0) {  // this collective's host algorithm, measured
         host = steps * cpu(measured->latency_us) + us(lb, rate(*measured));
     } else {
         double step_us = cpu(p_.host_copy.latency_us), bw = rate(p_.host_copy);
@@ -701,7 +721,8 @@ enum class Kind {
     Flag,
     Size,
     Limit,
-    Mode
+    Mode,
+    Table
 };
 
 struct Binding {
@@ -712,6 +733,7 @@ struct Binding {
     int* count = nullptr;
     bool* flag = nullptr;
     std::string* text = nullptr;
+    ModelParams::HostTable* table = nullptr;
     // format_params leaves the key out while this link is unset (bandwidth
     // 0) or this number is 0: the per-rank-count values, most of them never
     // measured.
@@ -853,6 +875,19 @@ std::vector<Binding> bindings(ModelParams& p) {
                 &v,
                 "host.np" + std::to_string(ModelParams::kHostRanksFirst + i) + "." + kHostColls[c],
                 &p.host_algorithm_at[i][c], nullptr, true);
+    for (size_t i = 0; i < p.host_table.size(); ++i)
+        for (size_t c = 0; c < p.host_table[i].size(); ++c)
+            v.push_back(
+                {.key = "host.np" + std::to_string(ModelParams::kTableRanksFirst + i) + "." +
+                        kHostColls[c] + ".table_us",
+                 .kind = Kind::Table,
+                 .help = i == 0 && c == 0
+                             ? "Open MPI's host algorithm as measured at L ranks per node, point "
+                               "by point: 'bytes:us' pairs, sizes increasing; replaces host.* "
+                               "for a staged call on one node (log-log between the points; "
+                               "beyond the last, in proportion to the size)"
+                             : nullptr,
+                 .table = &p.host_table[i][c]});
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
                  .kind = Kind::Count,
@@ -888,11 +923,14 @@ std::string trim(const std::string& s) {
 }
 
 // Stores text as f's value, or says in *why what f wants.
+bool parse_table(const std::string& text, ModelParams::HostTable* out, std::string* why);
+
 bool parse_value(const Binding& f, const std::string& text, std::string* why) {
     if (f.kind == Kind::Text) {
         *f.text = text;
         return true;
     }
+    if (f.kind == Kind::Table) return parse_table(text, f.table, why);
     double v = 0;
     const char* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, v);
@@ -953,21 +991,59 @@ bool parse_value(const Binding& f, const std::string& text, std::string* why) {
     return true;
 }
 
+// "bytes:us bytes:us ...": whole sizes in [1, 2^50], increasing; times in
+// (0, 1e9]; 1 to kTablePointsMax points.
+bool parse_table(const std::string& text, ModelParams::HostTable* out, std::string* why) {
+    *why = "1 to " + std::to_string(ModelParams::kTablePointsMax) +
+           " 'bytes:us' pairs, whole sizes in [1, 2^50] increasing, times in (0, 1e9]";
+    ModelParams::HostTable t;
+    std::istringstream in(text);
+    std::string pair;
+    while (in >> pair) {
+        const size_t colon = pair.find(':');
+        if (colon == std::string::npos) return false;
+        double b = 0, us = 0;
+        const char* bend = pair.data() + colon;
+        const char* uend = pair.data() + pair.size();
+        const auto rb = std::from_chars(pair.data(), bend, b);
+        const auto ru = std::from_chars(bend + 1, uend, us);
+        if (rb.ec != std::errc() || rb.ptr != bend || ru.ec != std::errc() || ru.ptr != uend)
+            return false;
+        if (!std::isfinite(b) || b != std::floor(b) || b < 1 || b > 1125899906842624.0 ||
+            !std::isfinite(us) || us <= 0 || us > 1e9 || (!t.empty() && b <= t.back().first) ||
+            t.size() == ModelParams::kTablePointsMax)
+            return false;
+        t.emplace_back(b, us);
+    }
+    if (t.empty()) return false;
+    *out = std::move(t);
+    return true;
+}
+
+std::string format_number(double v) {
+    char buf[64];
+    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc() ? std::string(buf, ptr) : "nan";
+}
+
 std::string format_value(const Binding& f) {
     switch (f.kind) {
         case Kind::Text:
             return *f.text;
+        case Kind::Table: {
+            std::string out;
+            for (const auto& [bytes, us] : *f.table)
+                out += (out.empty() ? "" : " ") + format_number(bytes) + ":" + format_number(us);
+            return out;
+        }
         case Kind::Count:
         case Kind::OptionalCount:
         case Kind::Mode:
             return std::to_string(*f.count);
         case Kind::Flag:
             return *f.flag ? "1" : "0";
-        default: {
-            char buf[64];
-            const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, *f.number);
-            return ec == std::errc() ? std::string(buf, ptr) : "nan";
-        }
+        default:
+            return format_number(*f.number);
     }
 }
 
@@ -1132,6 +1208,7 @@ std::string format_params(const ModelParams& params) {
     for (const Binding& f : bindings(p)) {
         if (f.omit_unset != nullptr && f.omit_unset->bandwidth_GBps == 0) continue;
         if (f.omit_zero && *f.number == 0) continue;
+        if (f.table != nullptr && f.table->empty()) continue;
         if (f.help != nullptr) out += "\n# " + std::string(f.help) + "\n";
         out += f.key + " = " + format_value(f) + "\n";
     }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpucoll.h"
@@ -114,6 +115,17 @@ struct ModelParams {
         all.fill(kUnmeasured);
         return all;
     }();
+    // The same as measured, point by point: (bytes, us) of one collective at
+    // L = 2..8 ranks on one node (host_table[L - kTableRanksFirst][coll]),
+    // sizes increasing. Open MPI switches algorithms by size, which one rate
+    // cannot follow; where a count's table has points, a one-node staged
+    // call's host part is read from it (log-log between the points around
+    // the size; below the first, the first; beyond the last, in proportion
+    // to the size) instead of the rates above.
+    using HostTable = std::vector<std::pair<double, double>>;
+    static constexpr int kTableRanksFirst = 2;
+    static constexpr size_t kTablePointsMax = 64;
+    std::array<std::array<HostTable, 6>, kHostRanksLast - kTableRanksFirst + 1> host_table;
     // Between nodes: one NIC, per direction; latency_us: one transfer round
     // through UCX (post, match, complete).
     LinkCost nic;

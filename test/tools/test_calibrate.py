@@ -9,8 +9,9 @@
      lists), and a section the file lacks is an error, not a measurement;
   3. --load of a small saved run (calibrate-mini.json: np 2 and 4, one
      repetition) writes a params file gpucoll_topo reads, the same bytes
-     each time, with the fitted per-count values and the file's machine
-     facts; a file missing a section fails with its name.
+     each time, with the fitted per-count values, the host tables (the
+     file's medians) and the file's machine facts; a file missing a section
+     fails with its name.
 Needs GPUCOLL_SRCDIR and GPUCOLL_BUILDDIR (part 3).
 """
 
@@ -105,6 +106,17 @@ class LoadSaved(unittest.TestCase):
                 self.assertGreater(float(p[key]), 0.0, key)
             # Measured np 2 and 4 only: no handshake or host values of other counts.
             self.assertNotIn("host.np3.allreduce.latency_us", p)
+            self.assertNotIn("host.np3.allreduce.table_us", p)
+            # The host algorithm point by point: the medians of the file, np 2 and 4.
+            host = {tuple(json.loads(k)): v for k, v in read_json(MINI)["data"]["host"].items()}
+            for np in (2, 4):
+                want = [(s, calibrate.median(ts)) for (n, c, s), ts in sorted(host.items())
+                        if n == np and c == "allreduce"]
+                got = [tuple(float(x) for x in pt.split(":"))
+                       for pt in p[f"host.np{np}.allreduce.table_us"].split()]
+                self.assertEqual([s for s, _ in got], [s for s, _ in want])
+                for (_, t), (_, w) in zip(got, want):
+                    self.assertAlmostEqual(t, w, delta=1e-3 * w)
             self.assertIn(meta["date"], p["source"])
 
     def test_missing_section(self):

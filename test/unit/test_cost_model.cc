@@ -647,6 +647,76 @@ TEST(EmuTerms, HostAlgorithmPerRankCount) {
     EXPECT_FALSE(parse_params("host.np2.allgather.latency_us = 1\n", "t", &back, &error));
 }
 
+// Open MPI's host algorithm as measured point by point: a one-node staged
+// call's host part is read from the table of its rank count (log-log
+// between points, the first below them, in proportion beyond them), and
+// nothing else changes.
+TEST(EmuTerms, HostTablePerRankCount) {
+    const ModelParams p = params("emu");
+    auto staged = [](gpucoll_coll_t coll, double S, Shape shape, const ModelParams& q) {
+        return predict(coll, GPUCOLL_ALGO_STAGED, static_cast<size_t>(S), shape, q).time_us;
+    };
+    const auto at = [](int L) { return static_cast<size_t>(L - ModelParams::kTableRanksFirst); };
+    ModelParams a = p, b = p;
+    a.host_table[at(3)][GPUCOLL_COLL_ALLREDUCE] = {{1024, 10}, {4096, 40}, {16384, 640}};
+    b.host_table[at(3)][GPUCOLL_COLL_ALLREDUCE] = {{1024, 20}, {4096, 80}, {16384, 1280}};
+    // Doubling every point doubles the host part and leaves the copies: the
+    // difference is the host part of a.
+    const auto host = [&](double S) {
+        return staged(GPUCOLL_COLL_ALLREDUCE, S, {3, 1}, b) -
+               staged(GPUCOLL_COLL_ALLREDUCE, S, {3, 1}, a);
+    };
+    EXPECT_NEAR(host(1024), 10, 1e-9);
+    EXPECT_NEAR(host(512), 10, 1e-9) << "below the first point: the first";
+    EXPECT_NEAR(host(2048), 20, 1e-9) << "log-log between 1 KiB and 4 KiB";
+    EXPECT_NEAR(host(8192), 160, 1e-9) << "log-log between 4 KiB and 16 KiB";
+    EXPECT_NEAR(host(4096), 40, 1e-9);
+    EXPECT_NEAR(host(65536), 2560, 1e-9) << "beyond the last: in proportion to the size";
+    // The copies are those of the rates' prediction: only the host part moved.
+    ModelParams rates = p;
+    rates.host_algorithm_at[3 - ModelParams::kHostRanksFirst][GPUCOLL_COLL_ALLREDUCE] = {0, 1e6, 0};
+    EXPECT_NEAR(staged(GPUCOLL_COLL_ALLREDUCE, 4096, {3, 1}, a) - 40,
+                staged(GPUCOLL_COLL_ALLREDUCE, 4096, {3, 1}, rates), 1e-3);
+    // Other counts, collectives, algorithms and two nodes keep their predictions.
+    EXPECT_EQ(staged(GPUCOLL_COLL_ALLREDUCE, 4096, {4, 1}, a),
+              staged(GPUCOLL_COLL_ALLREDUCE, 4096, {4, 1}, p));
+    EXPECT_EQ(staged(GPUCOLL_COLL_BCAST, 4096, {3, 1}, a),
+              staged(GPUCOLL_COLL_BCAST, 4096, {3, 1}, p));
+    EXPECT_EQ(staged(GPUCOLL_COLL_ALLREDUCE, 4096, {3, 2}, a),
+              staged(GPUCOLL_COLL_ALLREDUCE, 4096, {3, 2}, p));
+    EXPECT_EQ(predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, 4096, {3, 1}, a).time_us,
+              predict(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, 4096, {3, 1}, p).time_us);
+    // The first and last counts with keys (2 and 8), none at 9.
+    ModelParams c = p;
+    c.host_table[at(2)][GPUCOLL_COLL_REDUCE] = {{8, 1e6}};
+    c.host_table[at(8)][GPUCOLL_COLL_REDUCE] = {{8, 1e6}};
+    EXPECT_GT(staged(GPUCOLL_COLL_REDUCE, 8, {2, 1}, c), 1e6);
+    EXPECT_GT(staged(GPUCOLL_COLL_REDUCE, 8, {8, 1}, c), 1e6);
+    EXPECT_EQ(staged(GPUCOLL_COLL_REDUCE, 8, {9, 1}, c), staged(GPUCOLL_COLL_REDUCE, 8, {9, 1}, p));
+    // The file: only the tables with points, read back the same.
+    EXPECT_EQ(format_params(p).find("table_us"), std::string::npos);
+    const std::string text = format_params(a);
+    EXPECT_NE(text.find("\nhost.np3.allreduce.table_us = 1024:10 4096:40 16384:640\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("host.np2.allreduce.table_us"), std::string::npos);
+    ModelParams back = p;
+    std::string error;
+    ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
+    EXPECT_EQ(back.host_table, a.host_table);
+    EXPECT_EQ(format_params(back), text);
+    EXPECT_FALSE(parse_params("host.np9.reduce.table_us = 8:1\n", "t", &back, &error));
+    std::string points = "host.np5.reduce.table_us =";
+    for (int i = 0; i < 64; ++i) points += " " + std::to_string(8 << i % 48) + ":1";
+    EXPECT_FALSE(parse_params(points + "\n", "t", &back, &error)) << "sizes not increasing";
+    points = "host.np5.reduce.table_us =";
+    for (int i = 1; i <= 64; ++i) points += " " + std::to_string(i) + ":1";
+    EXPECT_TRUE(parse_params(points + "\n", "t", &back, &error)) << error;
+    EXPECT_EQ(back.host_table[at(5)][GPUCOLL_COLL_REDUCE].size(), 64u);
+    EXPECT_FALSE(parse_params(points + " 65:1\n", "t", &back, &error)) << "65 points";
+    EXPECT_FALSE(parse_params("host.np1.reduce.table_us = 8:1\n", "t", &back, &error));
+}
+
 // The committed calibration of the project VM (perf/emu-vm.params) loads,
 // names every key, and is monotone like the presets.
 TEST(EmuTerms, CalibratedFileLoads) {
@@ -800,6 +870,24 @@ TEST(Params, ErrorsNameTheLine) {
          "'1e7'"},
         {"peer_local_memory = 2\n", "f:1: 'peer_local_memory' wants 0 or 1, got '2'"},
         {"inter_bcast = 3\n", "f:1: 'inter_bcast' wants 0, 1 or 2, got '3'"},
+#define GPUCOLL_TABLE_WANTS                                                                    \
+    "f:1: 'host.np4.bcast.table_us' wants 1 to 64 'bytes:us' pairs, whole sizes in [1, 2^50] " \
+    "increasing, times in (0, 1e9], got "
+        {"host.np4.bcast.table_us = 8:1 8:2\n", GPUCOLL_TABLE_WANTS "'8:1 8:2'"},
+        {"host.np4.bcast.table_us = 16:1 8:2\n", GPUCOLL_TABLE_WANTS "'16:1 8:2'"},
+        {"host.np4.bcast.table_us = 8:0\n", GPUCOLL_TABLE_WANTS "'8:0'"},
+        {"host.np4.bcast.table_us = 8:-1\n", GPUCOLL_TABLE_WANTS "'8:-1'"},
+        {"host.np4.bcast.table_us = 8.5:1\n", GPUCOLL_TABLE_WANTS "'8.5:1'"},
+        {"host.np4.bcast.table_us = 0:1\n", GPUCOLL_TABLE_WANTS "'0:1'"},
+        {"host.np4.bcast.table_us = 8:1e10\n", GPUCOLL_TABLE_WANTS "'8:1e10'"},
+        {"host.np4.bcast.table_us = 8:inf\n", GPUCOLL_TABLE_WANTS "'8:inf'"},
+        {"host.np4.bcast.table_us = 8 1\n", GPUCOLL_TABLE_WANTS "'8 1'"},
+        {"host.np4.bcast.table_us = 8:1us\n", GPUCOLL_TABLE_WANTS "'8:1us'"},
+        {"host.np4.bcast.table_us = 8:1,16:2\n", GPUCOLL_TABLE_WANTS "'8:1,16:2'"},
+        {"host.np4.bcast.table_us =\n", GPUCOLL_TABLE_WANTS "''"},
+        {"host.np4.bcast.table_us = 2251799813685248:1\n",
+         GPUCOLL_TABLE_WANTS "'2251799813685248:1'"},
+#undef GPUCOLL_TABLE_WANTS
     };
     for (const Bad& b : bad) {
         ModelParams p = params("emu");

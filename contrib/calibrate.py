@@ -26,7 +26,9 @@ It measures primitives, not the collectives the model is checked against
                              cores, at most 8): host.<coll>.* per collective
                              at np 2, host.np<L>.<coll>.* at L = 3..8 (Open
                              MPI's algorithm changes with the rank count),
-                             host_copy.* and host_reduce.* (all collectives
+                             host.np<L>.<coll>.table_us at L = 2..8 (the
+                             medians, size by size: it changes with the
+                             size too), host_copy.* and host_reduce.* (all collectives
                              and rank counts in one fit, used between nodes)
   handshake, call overhead   the only parameters a collective alone reveals:
                              calibration points, gpucoll's one-node
@@ -50,6 +52,10 @@ ends); --load FILE fits them again without measuring (e.g. with another
 --cache-bytes or preset), with the settings and machine facts they were
 measured with.
 
+The copy and reduction repetitions alternate with the host-algorithm ones
+(one of each in turn): this VM's memory bandwidth moves over minutes, and
+the rates then see the minutes the host runs take.
+
 The machine must be quiet: before every batch of runs the script waits until
 the 1-minute load average is below --max-load (polling every 20 s, at most
 --load-timeout seconds, then goes on and says so), and before every run until
@@ -65,12 +71,14 @@ import os
 import re
 import resource
 import shlex
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 COLLS = ["allreduce", "bcast", "allgather", "reduce_scatter", "reduce_scatter_block", "reduce"]
 # The selection table's algorithms on one node (src/intra/selection.cc), staged apart.
@@ -404,7 +412,8 @@ def parse_topo(out):
     return res
 
 
-# Keys of values measured per rank count (L = 3..8), and the key a file writes them after.
+# Keys of values measured per rank count (L = 3..8; the host tables 2..8), and the key a
+# file writes them after.
 PER_COUNT_KEYS = ((r"host\.np[2-8]\.\w+\.\w+", "host."),
                   (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"))
 
@@ -459,8 +468,10 @@ def shared_write_run(size, iters, procs):
 
     def barrier(me, gen):
         flags[me] = gen
+        deadline = time.monotonic() + 60
         while any(flags[j] < gen for j in range(procs)):
-            pass
+            if time.monotonic() > deadline:  # a writer died: do not spin on a core for good
+                raise RuntimeError(f"shared writes: writer {me} waited 60 s at a barrier")
 
     def work(me):
         os.sched_setaffinity(0, {cores[me % len(cores)]})
@@ -486,18 +497,36 @@ def shared_write_run(size, iters, procs):
     # Every writer is a child: work() pins its process to one core, and this process's
     # affinity is what every later mpirun inherits (the oversubscribed ranks, which Open
     # MPI leaves unbound, would share one core).
-    kids = []
-    for me in range(procs):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                work(me)
-            finally:
-                os._exit(0)
-        kids.append(pid)
-    for pid in kids:
-        os.waitpid(pid, 0)
+    # A writer that fails says why and exits 1; then the others are killed (they would
+    # wait for it at the next barrier) and the calibration stops.
+    kids, failed = [], False
+    try:
+        for me in range(procs):
+            pid = os.fork()
+            if pid == 0:
+                status = 1
+                try:
+                    work(me)
+                    status = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    os._exit(status)
+            kids.append(pid)
+        while kids:
+            pid, status = os.wait()
+            if pid in kids:
+                kids.remove(pid)
+                failed = failed or status != 0
+                if failed:
+                    break
+    finally:
+        for pid in kids:  # left running: a failure, an interrupt, a fork that failed
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
     os.close(wfd)
+    if failed or kids:
+        sys.exit("shared writes: a writer failed (above)")
     with os.fdopen(rfd) as f:
         vals = [float(x) for x in f.read().split()]
     shm.close()
@@ -680,8 +709,10 @@ class Raw:
             data = {n: v if isinstance(v, list) else {json.dumps(list(k) if isinstance(k, tuple) else k): x
                                                       for k, x in v.items()}
                     for n, v in self.data.items()}
-            with open(self.save_to, "w") as f:
+            tmp = self.save_to + ".tmp"  # an interrupt leaves the last complete file
+            with open(tmp, "w") as f:
                 json.dump({"meta": self.meta, "data": data}, f, indent=1)
+            os.replace(tmp, self.save_to)
 
 
 def parser(doc, examples):
@@ -728,7 +759,7 @@ def main():
                     help="sizes of the shared-write primitive (default 64K,128K,256K)")
     ap.add_argument("--shared-iters", type=int, default=60, help="its rounds (default 60)")
     ap.add_argument("--host-np", type=lambda s: parse_list(s, int), default=None,
-                    help="ranks of the host-algorithm runs; 3..8 get parameters of their own "
+                    help="ranks of the host-algorithm runs; 3..8 get rates of their own, 2..8 tables "
                          "(default emu: 2 to twice the cores, at most 8; cuda: 2)")
     ap.add_argument("--host-sizes", type=parse_range, default=parse_range("8:64M"), help="sizes of the host-algorithm runs (default 8:64M)")
     ap.add_argument("--sync-np", type=int, default=2, help="ranks of the handshake / call-overhead calibration points (default 2)")
@@ -748,6 +779,8 @@ def main():
                                    "device) come from the file")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    if args.load and args.save:
+        ap.error("--load fits saved measurements: there is nothing new to --save")
 
     r = Runner(args)
     raw = Raw(args.load, args.save)
@@ -782,17 +815,32 @@ def main():
         f"{r.cores} cores, preset {preset}, {args.reps} repetitions (medians)")
     values = {}
 
-    # 1. device copy and reduction: every core busy (emu), in cache and beyond
+    # The device's copy and reduction (every core busy on emu) and Open MPI's host
+    # algorithm (host buffers, the component off: what the staged path runs), measured in
+    # turn, one repetition of each: this VM's memory bandwidth moves over minutes (the
+    # 64 MiB copy at 11.9 or 14.2 GB/s in two calibrations an hour apart), and repetitions
+    # spread over the host runs' minutes see more of it than three in a row.
     procs = max(1, cores)
-    say(f"\n## device copy and reduction: gpucoll_kernel_bench, {procs} process(es) at once")
-    meas = raw.get("kernel")
+    meas, hmeas = raw.get("kernel"), raw.get("host")
     if meas is None:
-        meas = {}
+        say(f"\n## measuring: gpucoll_kernel_bench ({procs} process(es) at once) and gpucoll_bench -d host "
+            f"(--mca coll ^gpucoll, np {','.join(map(str, args.host_np))}), {args.reps} repetitions in turn")
+        meas, hmeas = {}, {}
         for rep in range(args.reps):
             r.wait_load()
             for s in args.kernel_sizes + [args.latency_size]:
                 meas.setdefault(s, []).append(r.kernel_bench(s, args.kernel_iters, procs))
+            r.wait_load()
+            for np in args.host_np:
+                for coll in COLLS:
+                    for (c, s), (t, _, _) in r.bench(np, coll, args.host_sizes, args.time_cap, host=True,
+                                                     what="host algorithm").items():
+                        hmeas.setdefault((np, c, s), []).append(t)
         raw.put("kernel", meas, r)
+        raw.put("host", hmeas, r)
+
+    # 1. device copy and reduction, in cache and beyond
+    say(f"\n## device copy and reduction: gpucoll_kernel_bench, {procs} process(es) at once")
     if args.load:  # the sizes measured
         args.kernel_sizes = sorted(s for s in meas if s != args.latency_size)
     points = []
@@ -870,17 +918,6 @@ def main():
 
     # 2. Open MPI's host algorithm (what the staged path runs), host buffers, component off
     say(f"\n## host algorithm: gpucoll_bench -d host with --mca coll ^gpucoll, np {','.join(map(str, args.host_np))}")
-    hmeas = raw.get("host")
-    if hmeas is None:
-        hmeas = {}
-        for rep in range(args.reps):
-            r.wait_load()
-            for np in args.host_np:
-                for coll in COLLS:
-                    for (c, s), (t, _, _) in r.bench(np, coll, args.host_sizes, args.time_cap, host=True,
-                                                     what="host algorithm").items():
-                        hmeas.setdefault((np, c, s), []).append(t)
-        raw.put("host", hmeas, r)
     feats, times, keys = [], [], []
     for (np, coll, s), ts in sorted(hmeas.items()):
         steps, lb, red, ws = host_terms(coll, s, np, cores)
@@ -938,17 +975,22 @@ def main():
         if 2 <= np <= 8:
             for coll in COLLS:
                 pts = sorted((s, median(ts)) for (n, c, s), ts in hmeas.items() if n == np and c == coll)
-                values[f"host.np{np}.{coll}.table_us"] = " ".join(f"{s}:{t:.4g}" for s, t in pts)
+                if pts:
+                    values[f"host.np{np}.{coll}.table_us"] = " ".join(f"{s}:{t:.4g}" for s, t in pts)
     say(f"# host.np<L>.<coll>.table_us: the medians above, L = "
         f"{','.join(str(n) for n in args.host_np if 2 <= n <= 8)}")
 
     # 3. sync_us and call_overhead_us (np --sync-np), oversubscribed_sync_us (np
     # --oversub-np, emu): gpucoll's accelerated algorithms on tiny messages. The model
     # is linear in the three; its other terms come from the parameters measured above.
-    def calibration_points(np):
+    def calibration_points(np, purpose):
+        """purpose: sync or oversub (a count may serve both; each is measured apart)."""
         say(f"\n## calibration points: accelerated algorithms, np {np}, sizes "
             f"{','.join(human(s) for s in args.sync_sizes)} (not validation points)")
-        got = raw.get(f"points.np{np}")
+        section = f"points.{purpose}.np{np}"
+        if args.load and section not in raw.data and f"points.np{np}" in raw.data:
+            section = f"points.np{np}"  # saved before the sections named their purpose
+        got = raw.get(section)
         if got is not None:
             return got
         got = {}
@@ -963,7 +1005,7 @@ def main():
                             say(f"# {c} {algo} {s} B ran {path}/{took}: left out")
                             continue
                         got.setdefault((c, algo, s), []).append(t)
-        raw.put(f"points.np{np}", got, r)
+        raw.put(section, got, r)
         return got
 
     def coefficients(np, fixed, knobs):
@@ -1001,7 +1043,7 @@ def main():
         return x
 
     np = args.sync_np
-    got = calibration_points(np)
+    got = calibration_points(np, "sync")
     knobs = ["call_overhead_us", "sync_us"]
     coefs = coefficients(np, {"call_overhead_us": 0.0, "sync_us": 0.0, "oversubscribed_sync_us": 0.0}, knobs)
     o, sigma = fit_points(got, coefs, knobs, f"np {np}")
@@ -1012,7 +1054,7 @@ def main():
     # at 0, unset, so that the knob is what the model uses there); the largest count's
     # value becomes the generic one, the others go to their own keys.
     for i, onp in enumerate(args.oversub_np if emu else []):
-        got = calibration_points(onp)
+        got = calibration_points(onp, "oversub")
         knobs = ["oversubscribed_sync_us"]
         fixed = {"call_overhead_us": o, "sync_us": sigma, "oversubscribed_sync_us": 1e-6}
         if 3 <= onp <= 8:
@@ -1045,7 +1087,7 @@ def main():
     say("\n## measured")
     width = max(len(k) for k in values)
     for k in sorted(values):
-        if k in ("name", "source"):
+        if k in ("name", "source") or values[k] is None:
             continue
         v = values[k]
         say(f"  {k:<{width}} = {v:.4g}" if isinstance(v, float) else f"  {k:<{width}} = {v}")

@@ -521,9 +521,10 @@ Estimate Model::reduce_scatter_leader() const {
 // memory, run Open MPI's host algorithm, copy what it writes back. The host
 // algorithm is assumed to move the lower bound (bandwidth-optimal for large
 // messages) in ceil(log2 p) steps (twice that for allreduce); on one node,
-// when the collective's own host algorithm was measured (host_algorithm, or
-// host_algorithm_at for this many ranks per node), its rate replaces the
-// generic copy and reduction terms. Between nodes a staged
+// the measured points of this rank count (host_table) give its time where
+// they exist; else, when the collective's own host algorithm was measured
+// (host_algorithm, or host_algorithm_at for this many ranks per node), its
+// rate replaces the generic copy and reduction terms. Between nodes a staged
 // call is agreed too (NodeComm::decline_between_nodes): one verdict.
 Estimate Model::staged() const {
     const double P = static_cast<double>(L_) * N_;  // ranks: 65536 x 65536 overflows an int
@@ -866,7 +867,11 @@ std::vector<Binding> bindings(ModelParams& p) {
                                      "measured: one step; lower-bound bytes per second beyond "
                                      "and in cache (bandwidth 0: host_copy and host_reduce); "
                                      "host.np<L>.<collective>.*: measured at L = 3..8 ranks "
-                                     "per node (absent: these)"
+                                     "per node (absent: these); host.np<L>.<collective>.table_us: "
+                                     "measured point by point at L = 2..8, 'bytes:us' pairs with "
+                                     "sizes increasing, which replace the rates for a staged call "
+                                     "on one node (log-log between the points; beyond the last, "
+                                     "in proportion to the size)"
                                    : nullptr,
                             false);
     for (size_t i = 0; i < p.host_algorithm_at.size(); ++i)
@@ -877,17 +882,11 @@ std::vector<Binding> bindings(ModelParams& p) {
                 &p.host_algorithm_at[i][c], nullptr, true);
     for (size_t i = 0; i < p.host_table.size(); ++i)
         for (size_t c = 0; c < p.host_table[i].size(); ++c)
-            v.push_back(
-                {.key = "host.np" + std::to_string(ModelParams::kTableRanksFirst + i) + "." +
-                        kHostColls[c] + ".table_us",
-                 .kind = Kind::Table,
-                 .help = i == 0 && c == 0
-                             ? "Open MPI's host algorithm as measured at L ranks per node, point "
-                               "by point: 'bytes:us' pairs, sizes increasing; replaces host.* "
-                               "for a staged call on one node (log-log between the points; "
-                               "beyond the last, in proportion to the size)"
-                             : nullptr,
-                 .table = &p.host_table[i][c]});
+            v.push_back({.key = "host.np" + std::to_string(ModelParams::kTableRanksFirst + i) +
+                                "." + kHostColls[c] + ".table_us",
+                         .kind = Kind::Table,
+                         .help = nullptr,  // host.allreduce's says what the tables are
+                         .table = &p.host_table[i][c]});
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
                  .kind = Kind::Count,

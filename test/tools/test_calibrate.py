@@ -7,8 +7,8 @@
      measured twice the time);
   2. raw measurements survive --save / --load (tuple and integer keys,
      lists), and a section the file lacks is an error, not a measurement;
-  3. --load of a small saved run (calibrate-mini.json: np 2 and 4, one
-     repetition) writes a params file gpucoll_topo reads, the same bytes
+  3. --load of a small saved run (calibrate-mini.json: np 2 and 4, two
+     repetitions) writes a params file gpucoll_topo reads, the same bytes
      each time, with the fitted per-count values, the host tables (the
      file's medians) and the file's machine facts; a file missing a section
      fails with its name.
@@ -55,6 +55,16 @@ class Affinity(unittest.TestCase):
         extra = calibrate.shared_write_run(4096, 6, 2)
         self.assertEqual(os.sched_getaffinity(0), before)
         self.assertTrue(extra == extra)  # a number, not NaN
+
+    def test_failed_writer_stops_all(self):
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU")
+        # 2 rounds: each writer has no round to keep (the first 3 are warm-up) and fails.
+        with self.assertRaises(SystemExit) as e:
+            calibrate.shared_write_run(4096, 2, 2)
+        self.assertIn("a writer failed", str(e.exception))
+        with self.assertRaises(ChildProcessError):  # every writer reaped, none left spinning
+            os.waitpid(-1, os.WNOHANG)
 
 
 class RawFile(unittest.TestCase):
@@ -119,16 +129,44 @@ class LoadSaved(unittest.TestCase):
                     self.assertAlmostEqual(t, w, delta=1e-3 * w)
             self.assertIn(meta["date"], p["source"])
 
+    def test_stale_tables_dropped(self):
+        # A starting params file with np 3 values the saved run did not measure: not
+        # carried over as if measured.
+        with tempfile.TemporaryDirectory() as tmp:
+            start = os.path.join(tmp, "start.params")
+            with open(start, "w") as f:
+                f.write("host.np3.allreduce.table_us = 8:1 1024:2\n"
+                        "host.np3.allreduce.latency_us = 3\nhost.np3.allreduce.bandwidth_GBps = 2\n")
+            out = os.path.join(tmp, "out.params")
+            res = subprocess.run([sys.executable, "-B", SCRIPT, "-b", BUILD, "--load", MINI,
+                                  "--preset", start, "-o", out], capture_output=True, text=True)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            with open(out) as f:
+                text = f.read()
+            self.assertNotIn("host.np3.allreduce.table_us", text)
+            self.assertIn("host.np4.allreduce.table_us", text)
+            topo = os.path.join(BUILD, "tools", "gpucoll_topo")
+            back = subprocess.run([topo, "--model", out, "--params"], capture_output=True, text=True)
+            self.assertEqual(back.returncode, 0, back.stderr)
+            self.assertNotIn("host.np3.allreduce", back.stdout)
+
+    def test_load_and_save_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = subprocess.run([sys.executable, "-B", SCRIPT, "-b", BUILD, "--load", MINI,
+                                  "--save", os.path.join(tmp, "x.json")], capture_output=True, text=True)
+            self.assertEqual(res.returncode, 2)
+            self.assertIn("nothing new to --save", res.stderr)
+
     def test_missing_section(self):
         with tempfile.TemporaryDirectory() as tmp:
             saved = read_json(MINI)
-            del saved["data"]["points.np4"]
+            del saved["data"]["points.oversub.np4"]
             src = os.path.join(tmp, "cut.json")
             with open(src, "w") as f:
                 json.dump(saved, f)
             res = self.load(src, os.path.join(tmp, "x.params"))
             self.assertNotEqual(res.returncode, 0)
-            self.assertIn("points.np4", res.stderr)
+            self.assertIn("points.oversub.np4", res.stderr)
             self.assertFalse(os.path.exists(os.path.join(tmp, "x.params")))
 
 

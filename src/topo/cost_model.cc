@@ -561,8 +561,18 @@ Estimate Model::staged() const {
                us(reduced, rate(p_.host_reduce));
     }
     Estimate e;
-    e.us = (N_ > 1 ? verdict() : 0) + cpu(p_.d2h.latency_us) + us(in, rate(p_.d2h)) + host +
-           cpu(p_.h2d.latency_us) + us(out, rate(p_.h2d));
+    // The node's ranks that copy at the same time: bcast's root copies in
+    // while the others wait in the host algorithm, and they copy out while
+    // it has nothing to copy back; reduce's root alone copies out.
+    double in_active = L_, out_active = L_;
+    if (coll_ == GPUCOLL_COLL_BCAST) {
+        in_active = 1;
+        out_active = std::max(1, L_ - 1);
+    }
+    if (coll_ == GPUCOLL_COLL_REDUCE) out_active = 1;
+    e.us = (N_ > 1 ? verdict() : 0) + cpu(p_.d2h.latency_us, in_active) +
+           us(in, rate(p_.d2h, in_active)) + host + cpu(p_.h2d.latency_us, out_active) +
+           us(out, rate(p_.h2d, out_active));
     e.syncs = saturated(steps);
     e.recv = lb;
     return e;

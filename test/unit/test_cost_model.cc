@@ -716,6 +716,28 @@ TEST(EmuTerms, HostTablePerRankCount) {
     EXPECT_FALSE(parse_params("host.np1.reduce.table_us = 8:1\n", "t", &back, &error));
 }
 
+// Staging copies run at the rate of the ranks that copy at the same time:
+// bcast's root alone copies in and the others copy out; reduce's root alone
+// copies out; the rest copy in and out all at once. With 4 ranks on 2
+// cores, a copy of all 4 takes twice as long, of 3 1.5 times, of 1 as long.
+TEST(EmuTerms, StagedCopiesCountTheRanksThatCopy) {
+    ModelParams alone = params("emu");  // d2h and h2d: 0.5 us, 5 GB/s
+    alone.cache_bytes = 0;
+    for (auto& tables : alone.host_table)  // the host part fixed: only the copies move
+        for (auto& t : tables) t = {{1, 100}};
+    ModelParams shared = alone;
+    shared.shared_cores = 2;
+    const double S = 4 * MiB, s = static_cast<double>(S);
+    const double copy = 0.5 + s / 5e3;  // one staging copy of S bytes, its ranks unshared
+    auto extra = [&](gpucoll_coll_t coll) {
+        return predict(coll, GPUCOLL_ALGO_STAGED, S, {4, 1}, shared).time_us -
+               predict(coll, GPUCOLL_ALGO_STAGED, S, {4, 1}, alone).time_us;
+    };
+    EXPECT_NEAR(extra(GPUCOLL_COLL_BCAST), 0.5 * copy, 1e-6) << "in: 1 rank; out: 3";
+    EXPECT_NEAR(extra(GPUCOLL_COLL_REDUCE), 1.0 * copy, 1e-6) << "in: 4 ranks; out: 1";
+    EXPECT_NEAR(extra(GPUCOLL_COLL_ALLREDUCE), 2.0 * copy, 1e-6) << "in and out: 4 ranks";
+}
+
 // The committed calibration of the project VM (perf/emu-vm.params) loads,
 // names every key, and is monotone like the presets, except where staged
 // reads Open MPI's measured times (host tables): that algorithm switches by

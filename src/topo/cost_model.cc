@@ -547,8 +547,8 @@ Estimate Model::staged() const {
     double host = 0;
     if (N_ == 1 && table != nullptr && !table->empty()) {  // measured at this size
         host = table_us(*table, S_);
-    } else if (N_ == 1 &&
-               measured->bandwidth_GBps > 0) {  // this collective's host algorithm, measured
+    } else if (N_ == 1 && measured->bandwidth_GBps > 0) {
+        // this collective's host algorithm, measured
         host = steps * cpu(measured->latency_us) + us(lb, rate(*measured));
     } else {
         double step_us = cpu(p_.host_copy.latency_us), bw = rate(p_.host_copy);
@@ -931,9 +931,9 @@ std::string trim(const std::string& s) {
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-// Stores text as f's value, or says in *why what f wants.
 bool parse_table(const std::string& text, ModelParams::HostTable* out, std::string* why);
 
+// Stores text as f's value, or says in *why what f wants.
 bool parse_value(const Binding& f, const std::string& text, std::string* why) {
     if (f.kind == Kind::Text) {
         *f.text = text;

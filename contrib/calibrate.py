@@ -1068,11 +1068,11 @@ def main():
         cal_points += f" and np {onp}"
 
     # 4. the file: per-rank-count values the starting point had (a params file) and this
-    # run did not measure are dropped (0: unset), not carried over as if measured.
+    # run did not measure are dropped (their lines left out: unset), not carried over as if measured.
     for line in r.preset_text(preset).splitlines():
         key = line.split("=", 1)[0].strip()
         if key not in values and any(re.fullmatch(p, key) for p, _ in PER_COUNT_KEYS):
-            values[key] = None if key.endswith(".table_us") else 0.0
+            values[key] = None
     name = args.name or f"{preset}-calibrated"
     loads = ", ".join(f"{x:.2f}" for x in r.loads)
     values["name"] = name

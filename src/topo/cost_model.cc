@@ -144,12 +144,10 @@ private:
         return p_.shared_cores > 0 ? std::max(1.0, active / p_.shared_cores) : 1.0;
     }
     bool oversubscribed() const { return p_.shared_cores > 0 && L_ > p_.shared_cores; }
-    // This node's index in the values measured per rank count (the *_at
-    // arrays), -1 when its rank count has none.
-    int per_count_index() const {
-        return L_ >= ModelParams::kHostRanksFirst && L_ <= ModelParams::kHostRanksLast
-                   ? L_ - ModelParams::kHostRanksFirst
-                   : -1;
+    // This node's index in the values measured per rank count from first
+    // (the *_at arrays: 3, host_table: 2) to 8, -1 when its rank count has none.
+    int per_count_index(int first = ModelParams::kHostRanksFirst) const {
+        return L_ >= first && L_ <= ModelParams::kHostRanksLast ? L_ - first : -1;
     }
     // The rate of an operation in this call: the cached share of its traffic
     // at the cached rate (harmonic mean), divided among the active ranks
@@ -541,9 +539,8 @@ Estimate Model::staged() const {
         if (at.bandwidth_GBps > 0) measured = &at;
     }
     const ModelParams::HostTable* table = nullptr;
-    if (L_ >= ModelParams::kTableRanksFirst && L_ <= ModelParams::kHostRanksLast)
-        table = &p_.host_table[static_cast<size_t>(L_ - ModelParams::kTableRanksFirst)]
-                              [static_cast<size_t>(coll_)];
+    if (const int i = per_count_index(ModelParams::kTableRanksFirst); i >= 0)
+        table = &p_.host_table[static_cast<size_t>(i)][static_cast<size_t>(coll_)];
     double host = 0;
     if (N_ == 1 && table != nullptr && !table->empty()) {  // measured at this size
         host = table_us(*table, S_);

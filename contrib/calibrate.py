@@ -415,7 +415,15 @@ def parse_topo(out):
 # Keys of values measured per rank count (L = 3..8; the host tables 2..8), and the key a
 # file writes them after.
 PER_COUNT_KEYS = ((r"host\.np[2-8]\.\w+\.\w+", "host."),
+                  (r"algo\.np[2-8]\.\w+\.\w+\.table_us", "host."),
                   (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"))
+# The comment a group of keys the preset's text lacks starts with (gpucoll_topo's help).
+GROUP_HELP = {r"algo\.np[2-8]\.\w+\.\w+\.table_us":
+              "an accelerated algorithm on one node of L = 2..8 ranks, measured at small sizes: "
+              "'bytes:us' pairs with sizes increasing; up to the last size the time is the table's "
+              "(log-log between the points), beyond it the last time plus what the formulas add "
+              "from there (the formulas' fixed part replaced by measurement; absent: the formulas)"}
+ALGO_TABLE = r"algo\.np[2-8]\.\w+\.\w+\.table_us"
 
 
 def set_keys(text, values):
@@ -441,7 +449,10 @@ def set_keys(text, values):
                        if k not in seen and values[k] is not None and re.fullmatch(pattern, k))
         if extra:
             last = max(i for i, line in enumerate(out) if line.startswith(after))
-            out[last + 1:last + 1] = [f"{k} = {text_of(values[k])}" for k in extra]
+            lines = [f"{k} = {text_of(values[k])}" for k in extra]
+            if pattern in GROUP_HELP and not any(re.match(pattern, line) for line in out):
+                lines = ["", f"# {GROUP_HELP[pattern]}"] + lines
+            out[last + 1:last + 1] = lines
             seen.update(extra)
     missing = {k for k in values if values[k] is not None} - seen
     if missing:
@@ -1009,8 +1020,12 @@ def main():
         return got
 
     def coefficients(np, fixed, knobs):
-        """The model's time at fixed, and d time / d knob for each knob (it is linear)."""
-        base = set_keys(r.preset_text(preset), {**values, **fixed})
+        """The model's time at fixed, and d time / d knob for each knob (it is linear):
+        from the formulas alone, without the measured algorithm tables of a starting
+        params file (they would answer at these sizes instead)."""
+        tables = {m.group(1): None for m in re.finditer(r"^(" + ALGO_TABLE + r")\s*=",
+                                                           r.preset_text(preset), re.M)}
+        base = set_keys(r.preset_text(preset), {**values, **fixed, **tables})
         preds = {}
         with tempfile.TemporaryDirectory() as tmp:
             for tag in [None] + knobs:
@@ -1042,8 +1057,9 @@ def main():
             f"(rms {100 * rms:.0f}% over {len(errs)} points, {label})")
         return x
 
+    measured_points = {}  # np: the calibration points, for the algorithm tables
     np = args.sync_np
-    got = calibration_points(np, "sync")
+    got = measured_points[np] = calibration_points(np, "sync")
     knobs = ["call_overhead_us", "sync_us"]
     coefs = coefficients(np, {"call_overhead_us": 0.0, "sync_us": 0.0, "oversubscribed_sync_us": 0.0}, knobs)
     o, sigma = fit_points(got, coefs, knobs, f"np {np}")
@@ -1054,7 +1070,7 @@ def main():
     # at 0, unset, so that the knob is what the model uses there); the largest count's
     # value becomes the generic one, the others go to their own keys.
     for i, onp in enumerate(args.oversub_np if emu else []):
-        got = calibration_points(onp, "oversub")
+        got = measured_points[onp] = calibration_points(onp, "oversub")
         knobs = ["oversubscribed_sync_us"]
         fixed = {"call_overhead_us": o, "sync_us": sigma, "oversubscribed_sync_us": 1e-6}
         if 3 <= onp <= 8:
@@ -1066,6 +1082,17 @@ def main():
         elif 3 <= onp <= 8:
             values[f"oversubscribed_sync.np{onp}_us"] = fitted
         cal_points += f" and np {onp}"
+
+    # The same points as measured (algo.np<L>.<coll>.<algo>.table_us): a one-node call of
+    # that algorithm takes its time from them up to their largest size, and beyond it adds
+    # what the formulas add (the fitted handshakes above serve the counts not measured).
+    for np, got in sorted(measured_points.items()):
+        if 2 <= np <= 8:
+            for (coll, algo) in sorted({(c, a) for c, a, _ in got}):
+                pts = sorted((s, median(ts)) for (c, a, s), ts in got.items() if (c, a) == (coll, algo))
+                values[f"algo.np{np}.{coll}.{algo}.table_us"] = " ".join(f"{s}:{t:.4g}" for s, t in pts)
+    say(f"# algo.np<L>.<coll>.<algo>.table_us: the calibration points' medians, L = "
+        f"{','.join(str(n) for n in sorted(measured_points) if 2 <= n <= 8)}")
 
     # 4. the file: per-rank-count values the starting point had (a params file) and this
     # run did not measure are dropped (their lines left out: unset), not carried over as if measured.

@@ -894,6 +894,31 @@ std::vector<Binding> bindings(ModelParams& p) {
                          .kind = Kind::Table,
                          .help = nullptr,  // host.allreduce's says what the tables are
                          .table = &p.host_table[i][c]});
+    for (size_t i = 0; i < p.algo_table.size(); ++i)
+        for (size_t c = 0; c < p.algo_table[i].size(); ++c)
+            for (size_t a = 0; a < p.algo_table[i][c].size(); ++a) {
+                // gpucoll_algorithm_name's, which lives outside this library
+                static const char* const kAlgos[] = {"one_shot", "two_shot", "ring", "direct",
+                                                     "chain"};
+                static_assert(std::size(kAlgos) ==
+                              ModelParams::kTableAlgoLast - ModelParams::kTableAlgoFirst + 1);
+                const auto algo =
+                    static_cast<gpucoll_algorithm_t>(ModelParams::kTableAlgoFirst + a);
+                if (!in_table(static_cast<gpucoll_coll_t>(c), algo, true)) continue;
+                const bool first = i == 0 && c == 0 && a == 0;
+                v.push_back(
+                    {.key = "algo.np" + std::to_string(ModelParams::kTableRanksFirst + i) + "." +
+                            kHostColls[c] + "." + kAlgos[a] + ".table_us",
+                     .kind = Kind::Table,
+                     .help = first ? "an accelerated algorithm on one node of L = 2..8 ranks, "
+                                     "measured at small sizes: 'bytes:us' pairs with sizes "
+                                     "increasing; up to the last size the time is the table's "
+                                     "(log-log between the points), beyond it the last time "
+                                     "plus what the formulas add from there (the formulas' "
+                                     "fixed part replaced by measurement; absent: the formulas)"
+                                   : nullptr,
+                     .table = &p.algo_table[i][c][a]});
+            }
     bind_link(&v, "nic", &p.nic, "one NIC, per direction (latency: one transfer round via UCX)");
     v.push_back({.key = "nics_per_node",
                  .kind = Kind::Count,
@@ -1094,6 +1119,20 @@ double busbw_factor(gpucoll_coll_t coll, int64_t n) {
     }
 }
 
+// The measured table of algo at this shape's rank count on one node
+// (ModelParams::algo_table), nullptr where there is none.
+const ModelParams::HostTable* algo_table(const ModelParams& p, gpucoll_coll_t coll,
+                                         gpucoll_algorithm_t algo, Shape shape) {
+    const int L = shape.ranks_per_node;
+    if (shape.nodes != 1 || L < ModelParams::kTableRanksFirst || L > ModelParams::kHostRanksLast ||
+        algo < ModelParams::kTableAlgoFirst || algo > ModelParams::kTableAlgoLast || coll < 0 ||
+        coll >= 6)
+        return nullptr;
+    return &p.algo_table[static_cast<size_t>(L - ModelParams::kTableRanksFirst)]
+                        [static_cast<size_t>(coll)]
+                        [static_cast<size_t>(algo - ModelParams::kTableAlgoFirst)];
+}
+
 Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, Shape shape,
                    const ModelParams& params) {
     Prediction out;
@@ -1102,8 +1141,18 @@ Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, 
         return out;
     const Model model(params, coll, algo, static_cast<double>(bytes), shape);
     const int64_t ranks = int64_t{shape.ranks_per_node} * shape.nodes;
-    const Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
-                                                                 : estimate(model, coll, algo);
+    Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
+                                                           : estimate(model, coll, algo);
+    if (const ModelParams::HostTable* t = algo_table(params, coll, algo, shape);
+        t != nullptr && !t->empty() && ranks > 1) {
+        const double S = static_cast<double>(bytes), last = t->back().first;
+        if (S <= last) {
+            e.us = table_us(*t, S);
+        } else {  // the measured time, plus what the formulas add beyond it
+            const Model at(params, coll, algo, last, shape);
+            e.us = t->back().second + std::max(0.0, e.us - estimate(at, coll, algo).us);
+        }
+    }
     out.applicable = true;
     out.time_us = e.us;
     out.syncs = e.syncs;
@@ -1211,11 +1260,18 @@ std::string format_params(const ModelParams& params) {
     std::string out =
         "# gpucoll cost model parameters (docs/cost-model.md): key = value, times in "
         "microseconds, bandwidths in GB/s (1e9 bytes/s)\n";
+    const char* pending = nullptr;  // the help of a group whose first key is left out
     for (const Binding& f : bindings(p)) {
-        if (f.omit_unset != nullptr && f.omit_unset->bandwidth_GBps == 0) continue;
-        if (f.omit_zero && *f.number == 0) continue;
-        if (f.table != nullptr && f.table->empty()) continue;
-        if (f.help != nullptr) out += "\n# " + std::string(f.help) + "\n";
+        const bool omitted = (f.omit_unset != nullptr && f.omit_unset->bandwidth_GBps == 0) ||
+                             (f.omit_zero && *f.number == 0) ||
+                             (f.table != nullptr && f.table->empty());
+        if (omitted) {
+            if (f.help != nullptr) pending = f.help;
+            continue;
+        }
+        if (const char* help = f.help != nullptr ? f.help : pending; help != nullptr)
+            out += "\n# " + std::string(help) + "\n";
+        pending = nullptr;
         out += f.key + " = " + format_value(f) + "\n";
     }
     return out;

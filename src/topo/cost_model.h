@@ -126,6 +126,21 @@ struct ModelParams {
     static constexpr int kTableRanksFirst = 2;
     static constexpr size_t kTablePointsMax = 64;
     std::array<std::array<HostTable, 6>, kHostRanksLast - kTableRanksFirst + 1> host_table;
+    // An accelerated algorithm's time on one node, measured at small sizes:
+    // algo_table[L - kTableRanksFirst][coll][algo - kTableAlgoFirst], the
+    // one-node algorithms one_shot to chain, same form as host_table. Where
+    // a count's table has points, a call up to the last point's size takes
+    // the table's time (log-log between points; below the first, the
+    // first), and a larger one the last point's time plus what the formulas
+    // add from that size to this one. The formulas count an algorithm's
+    // waits; what a wait costs depends on how many peers it waits for at
+    // once and, with ranks time-sliced on shared cores, on the scheduler,
+    // which one sync_us cannot say (NCCL keeps a base latency per
+    // algorithm for the same reason). Not used between nodes.
+    static constexpr int kTableAlgoFirst = GPUCOLL_ALGO_ONE_SHOT;
+    static constexpr int kTableAlgoLast = GPUCOLL_ALGO_CHAIN;
+    using AlgoTables = std::array<std::array<HostTable, kTableAlgoLast - kTableAlgoFirst + 1>, 6>;
+    std::array<AlgoTables, kHostRanksLast - kTableRanksFirst + 1> algo_table;
     // Between nodes: one NIC, per direction; latency_us: one transfer round
     // through UCX (post, match, complete).
     LinkCost nic;

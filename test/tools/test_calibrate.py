@@ -131,6 +131,19 @@ class LoadSaved(unittest.TestCase):
                 self.assertEqual([s for s, _ in got], [s for s, _ in want])
                 for (_, t), (_, w) in zip(got, want):
                     self.assertAlmostEqual(t, w, delta=1e-3 * w)
+            # The calibration points as measured, per algorithm: np 2 and 4.
+            raw = calibrate.Raw(load=MINI)
+            for np, section in ((2, "points.sync.np2"), (4, "points.oversub.np4")):
+                pts = raw.get(section)
+                for coll, algo in {(c, a) for c, a, _ in pts}:
+                    want = [(s, calibrate.median(ts)) for (c, a, s), ts in sorted(pts.items())
+                            if (c, a) == (coll, algo)]
+                    got = [tuple(float(x) for x in pt.split(":"))
+                           for pt in p[f"algo.np{np}.{coll}.{algo}.table_us"].split()]
+                    self.assertEqual([s for s, _ in got], [s for s, _ in want])
+                    for (_, t), (_, w) in zip(got, want):
+                        self.assertAlmostEqual(t, w, delta=1e-3 * w)
+            self.assertFalse(any(k.startswith("algo.np3.") for k in p))
             self.assertIn(meta["date"], p["source"])
 
     def test_stale_tables_dropped(self):
@@ -140,7 +153,10 @@ class LoadSaved(unittest.TestCase):
             start = os.path.join(tmp, "start.params")
             with open(start, "w") as f:
                 f.write("host.np3.allreduce.table_us = 8:1 1024:2\n"
-                        "host.np3.allreduce.latency_us = 3\nhost.np3.allreduce.bandwidth_GBps = 2\n")
+                        "host.np3.allreduce.latency_us = 3\nhost.np3.allreduce.bandwidth_GBps = 2\n"
+                        "algo.np3.allreduce.ring.table_us = 8:1000\n"
+                        "algo.np4.allreduce.ring.table_us = 8:1000\n"
+                        "algo.np2.bcast.chain.table_us = 8:1000\n")
             out = os.path.join(tmp, "out.params")
             res = self.load(MINI, "--preset", start, "-o", out)
             self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
@@ -149,6 +165,14 @@ class LoadSaved(unittest.TestCase):
             self.assertNotIn("host.np3.allreduce.table_us", text)
             self.assertIn("host.np4.allreduce.table_us", text)
             self.assertFalse(any(k.startswith("host.np3.allreduce") for k in self.params_read_back(out)))
+            # Its algorithm tables neither stay nor move the fit (the fit asks the formulas).
+            self.assertNotIn("algo.np3.", text)
+            plain = os.path.join(tmp, "plain.params")
+            self.assertEqual(self.load(MINI, "-o", plain).returncode, 0)
+            fitted, p = self.params_read_back(out), self.params_read_back(plain)
+            for key in ("sync_us", "call_overhead_us", "oversubscribed_sync_us",
+                        "algo.np4.allreduce.ring.table_us", "algo.np2.bcast.chain.table_us"):
+                self.assertEqual(fitted[key], p[key], key)
 
     def test_load_and_save_refused(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -716,6 +716,70 @@ TEST(EmuTerms, HostTablePerRankCount) {
     EXPECT_FALSE(parse_params("host.np1.reduce.table_us = 8:1\n", "t", &back, &error));
 }
 
+// An accelerated algorithm measured at small sizes: a one-node call up to
+// the table's last size takes the table's time, a larger one the last time
+// plus what the formulas add from there; other counts, algorithms, nodes
+// and staged keep the formulas.
+TEST(EmuTerms, AlgorithmTableReplacesTheFixedPart) {
+    const ModelParams p = params("emu");
+    const auto at = [](int L) { return static_cast<size_t>(L - ModelParams::kTableRanksFirst); };
+    const auto slot = [](gpucoll_algorithm_t a) {
+        return static_cast<size_t>(a - ModelParams::kTableAlgoFirst);
+    };
+    ModelParams a = p;
+    a.algo_table[at(3)][GPUCOLL_COLL_ALLREDUCE][slot(GPUCOLL_ALGO_TWO_SHOT)] = {{8, 20},
+                                                                                {2048, 30}};
+    auto t = [](gpucoll_algorithm_t algo, double S, Shape shape, const ModelParams& q,
+                gpucoll_coll_t coll = GPUCOLL_COLL_ALLREDUCE) {
+        return predict(coll, algo, static_cast<size_t>(S), shape, q).time_us;
+    };
+    const auto two = GPUCOLL_ALGO_TWO_SHOT;
+    EXPECT_NEAR(t(two, 8, {3, 1}, a), 20, 1e-9);
+    EXPECT_NEAR(t(two, 4, {3, 1}, a), 20, 1e-9) << "below the first point: the first";
+    EXPECT_NEAR(t(two, 128, {3, 1}, a), 20 * std::pow(1.5, 0.5), 1e-9) << "log-log";
+    EXPECT_NEAR(t(two, 2048, {3, 1}, a), 30, 1e-9);
+    for (const double S : {4096.0, 1.0 * MiB, 64.0 * MiB})
+        EXPECT_NEAR(t(two, S, {3, 1}, a), 30 + t(two, S, {3, 1}, p) - t(two, 2048, {3, 1}, p), 1e-6)
+            << S;
+    EXPECT_EQ(t(two, 1 * MiB, {4, 1}, a), t(two, 1 * MiB, {4, 1}, p)) << "another count";
+    EXPECT_EQ(t(two, 1 * MiB, {3, 2}, a), t(two, 1 * MiB, {3, 2}, p)) << "two nodes";
+    EXPECT_EQ(t(GPUCOLL_ALGO_ONE_SHOT, 1 * MiB, {3, 1}, a),
+              t(GPUCOLL_ALGO_ONE_SHOT, 1 * MiB, {3, 1}, p));
+    EXPECT_EQ(t(GPUCOLL_ALGO_STAGED, 1 * MiB, {3, 1}, a),
+              t(GPUCOLL_ALGO_STAGED, 1 * MiB, {3, 1}, p));
+    EXPECT_EQ(t(GPUCOLL_ALGO_HIER, 1 * MiB, {3, 2}, a), t(GPUCOLL_ALGO_HIER, 1 * MiB, {3, 2}, p));
+    // A table whose formulas shrink beyond it (never below the measured time).
+    ModelParams big = p;
+    big.algo_table[at(2)][GPUCOLL_COLL_BCAST][slot(GPUCOLL_ALGO_CHAIN)] = {{4096, 1e5}};
+    EXPECT_GE(t(GPUCOLL_ALGO_CHAIN, 8192, {2, 1}, big, GPUCOLL_COLL_BCAST), 1e5);
+    // The selection follows the measured times.
+    ModelParams slow = p;
+    for (const auto algo : {GPUCOLL_ALGO_ONE_SHOT, GPUCOLL_ALGO_TWO_SHOT})
+        slow.algo_table[at(4)][GPUCOLL_COLL_ALLREDUCE][slot(algo)] = {{65536, 1e6}};
+    EXPECT_EQ(rank_algorithms(GPUCOLL_COLL_ALLREDUCE, 65536, {4, 1}, slow).front().algo,
+              GPUCOLL_ALGO_RING);
+    // The file: the tables with points only, named by algorithm, read back the same.
+    EXPECT_EQ(format_params(p).find("algo."), std::string::npos);
+    const std::string text = format_params(a);
+    EXPECT_NE(text.find("\nalgo.np3.allreduce.two_shot.table_us = 8:20 2048:30\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("measured at small sizes"), std::string::npos) << "the group's help";
+    ModelParams back = p;
+    std::string error;
+    ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
+    EXPECT_EQ(back.algo_table, a.algo_table);
+    EXPECT_EQ(format_params(back), text);
+    for (const char* bad :
+         {"algo.np3.bcast.ring.table_us = 8:1\n",  // no bcast ring
+          "algo.np3.allreduce.staged.table_us = 8:1\n", "algo.np3.allreduce.hier.table_us = 8:1\n",
+          "algo.np1.allreduce.ring.table_us = 8:1\n", "algo.np9.allreduce.ring.table_us = 8:1\n",
+          "algo.np3.allreduce.ring.table_us = 8:1 4:2\n"})
+        EXPECT_FALSE(parse_params(bad, "t", &back, &error)) << bad;
+    EXPECT_TRUE(parse_params("algo.np8.reduce.direct.table_us = 8:1\n", "t", &back, &error))
+        << error;
+}
+
 // Staging copies run at the rate of the ranks that copy at the same time:
 // bcast's root alone copies in and the others copy out; reduce's root alone
 // copies out; the rest copy in and out all at once. With 4 ranks on 2

@@ -20,6 +20,11 @@ It measures primitives, not the collectives the model is checked against
                              memory buffer the next one read the round before
                              (ctypes memmove), against a private buffer:
                              shared_write_GBps
+  cross-core copies (emu)    the same processes: each writes its own shared
+                             buffer, then copies the next one's (what a rank
+                             does reading its peer) at 2-32 MiB; the cache
+                             size that fits their rates, at most cache_bytes:
+                             peer_cache_bytes (0 when it is cache_bytes)
   host algorithm             perf/gpucoll_bench on host buffers with the
                              component off (Open MPI's own collectives, what
                              the staged path runs), np 2 (emu: to twice the
@@ -325,6 +330,13 @@ class Runner:
         cmd = ["mpirun", "-np", str(np)]
         if np > self.cores:
             cmd.append("--oversubscribe")
+            # Open MPI binds ranks to cores while they fit and leaves them unbound beyond;
+            # unbound, the scheduler places ranks and stream threads anew in every run,
+            # and 4 ranks on 2 cores land in one of two modes (64 KiB reduce_scatter
+            # direct: 27-32 or 49-50 us, 2 runs in 5 slow). Bound round-robin, every run
+            # places them the same way (5 of 5 at 26-32 us).
+            if not any(a.startswith("--bind-to") for a in self.extra_mpirun):
+                cmd += ["--map-by", "core", "--bind-to", "core:overload-allowed"]
         if os.getuid() == 0:
             cmd.append("--allow-run-as-root")
         cmd += ["-x", "LD_LIBRARY_PATH"] + self.extra_mpirun
@@ -412,17 +424,23 @@ def parse_topo(out):
     return res
 
 
-# Keys of values measured per rank count (L = 3..8; the host tables 2..8), and the key a
-# file writes them after.
+# Keys a preset's file leaves out until measured (values per rank count, L = 3..8, the
+# tables 2..8; peer_cache_bytes), and the key a file writes them after. A starting file's
+# value of one that this run did not measure is dropped, not carried over.
 PER_COUNT_KEYS = ((r"host\.np[2-8]\.\w+\.\w+", "host."),
                   (r"algo\.np[2-8]\.\w+\.\w+\.table_us", "host."),
-                  (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"))
+                  (r"oversubscribed_sync\.np[3-8]_us", "oversubscribed_sync_us"),
+                  (r"peer_cache_bytes", "cache_bytes"))
 # The comment a group of keys the preset's text lacks starts with (gpucoll_topo's help).
 GROUP_HELP = {r"algo\.np[2-8]\.\w+\.\w+\.table_us":
               "an accelerated algorithm on one node of L = 2..8 ranks, measured at small sizes: "
               "'bytes:us' pairs with sizes increasing; up to the last size the time is the table's "
               "(log-log between the points), beyond it the last time plus what the formulas add "
-              "from there (the formulas' fixed part replaced by measurement; absent: the formulas)"}
+              "from there (the formulas' fixed part replaced by measurement; absent: the formulas)",
+              r"peer_cache_bytes":
+              "the cache bytes read from a peer see, when smaller (emu: memory another core wrote, "
+              "read across cores); min(1, this/W) of the peer bytes at the cached rates (absent or "
+              "0: cache_bytes)"}
 ALGO_TABLE = r"algo\.np[2-8]\.\w+\.\w+\.table_us"
 
 
@@ -463,53 +481,15 @@ def set_keys(text, values):
 # ------------------------------------------------------------------ a shared-write primitive
 
 
-def shared_write_run(size, iters, procs):
-    """procs processes, one per core, exchange buffers of size bytes in shared memory: each
-    writes its own buffer (which the next one read the round before), all wait, each reads the
-    next one's buffer, all wait. Returns the median over rounds and processes of (time of the
-    shared write - time of the same write into a buffer nobody else reads), in microseconds."""
-    import ctypes
-    import mmap
-
-    shm = mmap.mmap(-1, procs * size + 4096)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(shm))
-    flags = (ctypes.c_int64 * procs).from_address(base + procs * size)
+def pinned_children(procs, work, what):
+    """Runs work(me, report) in procs forked children, child me pinned to one core; each
+    reports a number through report(x). Returns the numbers. Every child is a child:
+    work() pins its process, and this process's affinity is what every later mpirun
+    inherits (the oversubscribed ranks, which Open MPI leaves unbound, would share one
+    core). A child that fails says why and exits 1; then the others are killed (they
+    would wait for it at the next barrier) and the calibration stops."""
     cores = sorted(os.sched_getaffinity(0))
     rfd, wfd = os.pipe()
-
-    def barrier(me, gen):
-        flags[me] = gen
-        deadline = time.monotonic() + 60
-        while any(flags[j] < gen for j in range(procs)):
-            if time.monotonic() > deadline:  # a writer died: do not spin on a core for good
-                raise RuntimeError(f"shared writes: writer {me} waited 60 s at a barrier")
-
-    def work(me):
-        os.sched_setaffinity(0, {cores[me % len(cores)]})
-        mine, nxt = base + me * size, base + ((me + 1) % procs) * size
-        src, dst, priv = (ctypes.create_string_buffer(size) for _ in range(3))
-        extra, gen = [], 0
-        for i in range(iters):
-            gen += 1
-            barrier(me, gen)
-            t0 = time.perf_counter()
-            ctypes.memmove(mine, src, size)
-            t1 = time.perf_counter()
-            gen += 1
-            barrier(me, gen)
-            ctypes.memmove(dst, nxt, size)
-            t2 = time.perf_counter()
-            ctypes.memmove(priv, src, size)
-            t3 = time.perf_counter()
-            if i >= 3:
-                extra.append((t1 - t0) - (t3 - t2))
-        os.write(wfd, f"{statistics.median(extra) * 1e6}\n".encode())
-
-    # Every writer is a child: work() pins its process to one core, and this process's
-    # affinity is what every later mpirun inherits (the oversubscribed ranks, which Open
-    # MPI leaves unbound, would share one core).
-    # A writer that fails says why and exits 1; then the others are killed (they would
-    # wait for it at the next barrier) and the calibration stops.
     kids, failed = [], False
     try:
         for me in range(procs):
@@ -517,7 +497,9 @@ def shared_write_run(size, iters, procs):
             if pid == 0:
                 status = 1
                 try:
-                    work(me)
+                    os.close(rfd)
+                    os.sched_setaffinity(0, {cores[me % len(cores)]})
+                    work(me, lambda x: os.write(wfd, f"{x}\n".encode()))
                     status = 0
                 except BaseException:
                     traceback.print_exc()
@@ -537,11 +519,96 @@ def shared_write_run(size, iters, procs):
             os.waitpid(pid, 0)
     os.close(wfd)
     if failed or kids:
-        sys.exit("shared writes: a writer failed (above)")
+        sys.exit(f"{what}: a process failed (above)")
     with os.fdopen(rfd) as f:
-        vals = [float(x) for x in f.read().split()]
-    shm.close()
+        return [float(x) for x in f.read().split()]
+
+
+class SharedBuffers:
+    """procs buffers of size bytes in shared memory, and a barrier over them."""
+
+    def __init__(self, procs, size):
+        import ctypes
+        import mmap
+        self.procs, self.size = procs, size
+        self.shm = mmap.mmap(-1, procs * size + 4096)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.shm))
+        self.flags = (ctypes.c_int64 * procs).from_address(self.base + procs * size)
+
+    def buffer(self, i):
+        return self.base + (i % self.procs) * self.size
+
+    def barrier(self, me, gen, what):
+        self.flags[me] = gen
+        deadline = time.monotonic() + 60
+        while any(self.flags[j] < gen for j in range(self.procs)):
+            if time.monotonic() > deadline:  # a process died: do not spin on a core for good
+                raise RuntimeError(f"{what}: process {me} waited 60 s at a barrier")
+
+
+def shared_write_run(size, iters, procs):
+    """procs processes, one per core, exchange buffers of size bytes in shared memory: each
+    writes its own buffer (which the next one read the round before), all wait, each reads the
+    next one's buffer, all wait. Returns the median over rounds and processes of (time of the
+    shared write - time of the same write into a buffer nobody else reads), in microseconds."""
+    import ctypes
+
+    sh = SharedBuffers(procs, size)
+
+    def work(me, report):
+        mine, nxt = sh.buffer(me), sh.buffer(me + 1)
+        src, dst, priv = (ctypes.create_string_buffer(size) for _ in range(3))
+        extra, gen = [], 0
+        for i in range(iters):
+            gen += 1
+            sh.barrier(me, gen, "shared writes")
+            t0 = time.perf_counter()
+            ctypes.memmove(mine, src, size)
+            t1 = time.perf_counter()
+            gen += 1
+            sh.barrier(me, gen, "shared writes")
+            ctypes.memmove(dst, nxt, size)
+            t2 = time.perf_counter()
+            ctypes.memmove(priv, src, size)
+            t3 = time.perf_counter()
+            if i >= 3:
+                extra.append((t1 - t0) - (t3 - t2))
+        report(statistics.median(extra) * 1e6)
+
+    vals = pinned_children(procs, work, "shared writes")
+    sh.shm.close()
     return median(vals)
+
+
+def cross_copy_run(size, iters, procs):
+    """procs processes, one per core: each writes its own buffer of size bytes in shared
+    memory (a rank writing its input), all wait, each copies the next one's buffer into a
+    private one (a rank reading its peer), all wait. The working set is procs x 2 x size.
+    Returns the median over rounds of the copy, in microseconds, averaged over processes."""
+    import ctypes
+
+    sh = SharedBuffers(procs, size)
+
+    def work(me, report):
+        mine, nxt = sh.buffer(me), sh.buffer(me + 1)
+        dst = ctypes.create_string_buffer(size)
+        ts, gen = [], 0
+        for i in range(iters):
+            ctypes.memset(mine, i & 0xFF, size)
+            gen += 1
+            sh.barrier(me, gen, "cross-core copies")
+            t0 = time.perf_counter()
+            ctypes.memmove(dst, nxt, size)
+            t1 = time.perf_counter()
+            gen += 1
+            sh.barrier(me, gen, "cross-core copies")
+            if i >= 2:
+                ts.append(t1 - t0)
+        report(statistics.median(ts) * 1e6)
+
+    vals = pinned_children(procs, work, "cross-core copies")
+    sh.shm.close()
+    return sum(vals) / len(vals)
 
 
 # ------------------------------------------------------------------ fitting
@@ -769,6 +836,9 @@ def main():
                     default=parse_list("64K,128K,256K", parse_size),
                     help="sizes of the shared-write primitive (default 64K,128K,256K)")
     ap.add_argument("--shared-iters", type=int, default=60, help="its rounds (default 60)")
+    ap.add_argument("--cross-sizes", type=lambda s: parse_list(s, parse_size),
+                    default=[parse_size(x) for x in "2M,3M,4M,6M,8M,12M,16M,24M,32M".split(",")],
+                    help="per-process sizes of the cross-core copies (default 2M,3M,4M,6M,8M,12M,16M,24M,32M)")
     ap.add_argument("--host-np", type=lambda s: parse_list(s, int), default=None,
                     help="ranks of the host-algorithm runs; 3..8 get rates of their own, 2..8 tables "
                          "(default emu: 2 to twice the cores, at most 8; cuda: 2)")
@@ -926,6 +996,34 @@ def main():
         else:
             values["shared_write_GBps"] = 0.0
             say("# no extra cost measured: shared_write_GBps 0")
+
+    if emu and procs > 1 and cache > 0:
+        say(f"\n## cross-core copies: {procs} processes (one per core) each write a shared buffer, "
+            f"then copy the next one's (python ctypes memmove); working set {procs} x 2 x size")
+        if args.load and "cross" not in raw.data:
+            say(f"# {args.load} has none (saved before they were measured): peer_cache_bytes unset")
+        else:
+            pts = raw.get("cross")
+            if pts is None:
+                pts = []
+                for rep in range(args.reps):
+                    r.wait_load()
+                    for s in args.cross_sizes:
+                        r.wait_idle()
+                        iters = max(10, min(200, (256 << 20) // s))
+                        pts.append((s, cross_copy_run(s, iters, procs)))
+                raw.put("cross", pts, r)
+            sizes = sorted({s for s, _ in pts})
+            points = [("cross", procs * 2 * s, 2 * s, median([t for z, t in pts if z == s])) for s in sizes]
+            for _, ws, traffic, t in points:
+                say(f"  {traffic // 2:>10} B: {traffic / (t * 1e3):6.1f} GB/s traffic (working set {ws / 2**20:.0f} MiB)")
+            grid = [c for c in fit_grid if c < cache] + [cache]
+            peer_cache, per_cross = fit_memory(points, grid)
+            (pc, pm), rms = per_cross["cross"]
+            # Unset (its line left out) where it is the cache itself: the model then uses that.
+            values["peer_cache_bytes"] = float(int(peer_cache)) if peer_cache < cache else None
+            say(f"# fit: the cache of cross-core reads {peer_cache / 2**20:.1f} MiB (at most cache_bytes, "
+                f"{cache / 2**20:.1f}); {gbps(pc):.1f} GB/s in it, {gbps(pm):.1f} beyond (rms {100 * rms:.0f}%)")
 
     # 2. Open MPI's host algorithm (what the staged path runs), host buffers, component off
     say(f"\n## host algorithm: gpucoll_bench -d host with --mca coll ^gpucoll, np {','.join(map(str, args.host_np))}")

@@ -80,6 +80,12 @@ double working_set(gpucoll_coll_t coll, gpucoll_algorithm_t algo, double S, int 
     return L * (in + out + extra);
 }
 
+// The share of a working set of ws bytes that a cache of cache bytes holds
+// (0: no cache term).
+double cached_share(double cache, double ws) {
+    return cache <= 0 ? 0 : ws <= cache ? 1 : cache / ws;
+}
+
 // The formulas for one call: S bytes on L ranks per node and N nodes.
 class Model {
 public:
@@ -91,9 +97,10 @@ public:
           L_(shape.ranks_per_node),
           N_(shape.nodes),
           ws_(working_set(coll, algo, bytes, shape.ranks_per_node, shape.nodes)),
-          cached_(p.cache_bytes <= 0     ? 0
-                  : ws_ <= p.cache_bytes ? 1
-                                         : p.cache_bytes / ws_) {}
+          cached_(cached_share(p.cache_bytes, ws_)),
+          cached_peer_(p.peer_cache_bytes > 0
+                           ? std::min(cached_, cached_share(p.peer_cache_bytes, ws_))
+                           : cached_) {}
 
     Estimate one_shot() const;
     Estimate two_shot() const;
@@ -152,12 +159,12 @@ private:
     // The rate of an operation in this call: the cached share of its traffic
     // at the cached rate (harmonic mean), divided among the active ranks
     // sharing the node's cores.
-    double rate(const LinkCost& l, double active) const {
+    double rate(const LinkCost& l, double active, double cached) const {
         double bw = l.bandwidth_GBps;
-        if (cached_ > 0 && l.cached_GBps > 0)
-            bw = 1 / (cached_ / l.cached_GBps + (1 - cached_) / bw);
+        if (cached > 0 && l.cached_GBps > 0) bw = 1 / (cached / l.cached_GBps + (1 - cached) / bw);
         return bw / share(active);
     }
+    double rate(const LinkCost& l, double active) const { return rate(l, active, cached_); }
     double rate(const LinkCost& l) const { return rate(l, L_); }
     // A fixed cost of CPU work, stretched when ranks share the node's cores.
     double cpu(double fixed_us, double active) const { return fixed_us * share(active); }
@@ -172,7 +179,8 @@ private:
     double operations(double k, const LinkCost& op, const Work& w) const {
         const double active = w.active > 0 ? w.active : L_;
         const double fixed = cpu(op.latency_us + (w.peer > 0 ? p_.peer.latency_us : 0), active);
-        double data = p_.peer_local_memory ? us(w.local + w.peer, rate(op, active))
+        double data = p_.peer_local_memory ? us(w.local, rate(op, active)) +
+                                                 us(w.peer, rate(op, active, cached_peer_))
                                            : std::max(w.link_us, us(w.local, rate(op, active)));
         if (p_.shared_write_GBps > 0)
             data += cached_ * us(w.shared, p_.shared_write_GBps) * share(active);
@@ -223,8 +231,9 @@ private:
     gpucoll_coll_t coll_;
     double S_;
     int L_, N_;
-    double ws_;      // working set of the node (bytes)
-    double cached_;  // share of the traffic in cache
+    double ws_;           // working set of the node (bytes)
+    double cached_;       // share of the traffic in cache
+    double cached_peer_;  // share of the bytes read from peers in cache
 };
 
 // --------------------------------------------------------------- one node
@@ -833,6 +842,13 @@ std::vector<Binding> bindings(ModelParams& p) {
                  .help = "cache the operations of a node's ranks share; a call whose working set "
                          "is W moves min(1, cache/W) of its traffic at the cached rates (0: none)",
                  .number = &p.cache_bytes});
+    v.push_back({.key = "peer_cache_bytes",
+                 .kind = Kind::Limit,
+                 .help = "the cache bytes read from a peer see, when smaller (emu: memory another "
+                         "core wrote, read across cores); min(1, this/W) of the peer bytes at the "
+                         "cached rates (absent or 0: cache_bytes)",
+                 .number = &p.peer_cache_bytes,
+                 .omit_zero = true});
     v.push_back({.key = "shared_cores",
                  .kind = Kind::OptionalCount,
                  .help = "cores the device work of a node's ranks shares (emu); L ranks take "

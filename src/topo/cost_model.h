@@ -62,6 +62,13 @@ struct ModelParams {
     // traffic at the cached rates (LinkCost::cached_GBps), the rest at the
     // memory rates (bandwidth_GBps).
     double cache_bytes = 0;
+    // The cache that bytes read from a peer see (emu: memory another core
+    // has just written, read across cores), when it is smaller than
+    // cache_bytes: a call whose working set is W reads min(1, this/W) of its
+    // peer bytes at the cached rates. On the project VM the copy rate of
+    // such reads falls at 12-16 MiB of working set, where a process copying
+    // its own buffers keeps its rate to 24 MiB. 0: cache_bytes.
+    double peer_cache_bytes = 0;
     // Cores the device work of a node's ranks shares (emu: the machine's
     // cores); 0: every rank's device works on its own. When a ranks of the
     // node work at once on c cores, their copies, reductions, staging, host

@@ -55,6 +55,9 @@ class Affinity(unittest.TestCase):
         extra = calibrate.shared_write_run(4096, 6, 2)
         self.assertEqual(os.sched_getaffinity(0), before)
         self.assertTrue(extra == extra)  # a number, not NaN
+        copy = calibrate.cross_copy_run(65536, 5, 2)
+        self.assertEqual(os.sched_getaffinity(0), before)
+        self.assertGreater(copy, 0)
 
     def test_failed_writer_stops_all(self):
         if len(os.sched_getaffinity(0)) < 2:
@@ -62,7 +65,7 @@ class Affinity(unittest.TestCase):
         # 2 rounds: each writer has no round to keep (the first 3 are warm-up) and fails.
         with self.assertRaises(SystemExit) as e:
             calibrate.shared_write_run(4096, 2, 2)
-        self.assertIn("a writer failed", str(e.exception))
+        self.assertIn("a process failed", str(e.exception))
         with self.assertRaises(ChildProcessError):  # every writer reaped, none left spinning
             os.waitpid(-1, os.WNOHANG)
 
@@ -145,6 +148,33 @@ class LoadSaved(unittest.TestCase):
                         self.assertAlmostEqual(t, w, delta=1e-3 * w)
             self.assertFalse(any(k.startswith("algo.np3.") for k in p))
             self.assertIn(meta["date"], p["source"])
+
+    def test_peer_cache_from_cross_copies(self):
+        # Without cross-core copies (a run saved before them): unset. With copies whose rate
+        # falls beyond a 16 MiB working set (2 processes x 2 x 4 MiB): that size.
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = os.path.join(tmp, "plain.params")
+            self.assertEqual(self.load(MINI, "-o", plain).returncode, 0)
+            self.assertNotIn("peer_cache_bytes", self.params_read_back(plain))
+            saved = read_json(MINI)
+            procs = saved["meta"]["cores"]
+            self.assertGreater(procs, 1)
+            knee = 16 << 20
+            pts = []
+            for s in (2 << 20, 3 << 20, 4 << 20, 6 << 20, 8 << 20, 16 << 20, 32 << 20):
+                ws, traffic = procs * 2 * s, 2 * s
+                f = min(1.0, knee / ws)
+                pts.append([s, traffic * (f / 40e3 + (1 - f) / 10e3)])  # 40 and 10 GB/s
+            saved["data"]["cross"] = pts
+            src = os.path.join(tmp, "cross.json")
+            with open(src, "w") as f:
+                json.dump(saved, f)
+            out = os.path.join(tmp, "cross.params")
+            res = self.load(src, "-o", out)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            p = self.params_read_back(out)
+            self.assertAlmostEqual(float(p["peer_cache_bytes"]), knee, delta=0.1 * knee)
+            self.assertLess(float(p["peer_cache_bytes"]), float(p["cache_bytes"]))
 
     def test_stale_tables_dropped(self):
         # A starting params file with np 3 values the saved run did not measure: not

@@ -780,6 +780,48 @@ TEST(EmuTerms, AlgorithmTableReplacesTheFixedPart) {
         << error;
 }
 
+// Bytes read from peers see peer_cache_bytes when it is smaller than the
+// cache (memory another core wrote): slower where the working set lies
+// between the two, the same where it fits both or neither; local traffic and
+// staged calls keep the cache.
+TEST(EmuTerms, PeerBytesSeeThePeerCache) {
+    ModelParams p = params("emu");
+    p.peer_local_memory = true;
+    p.cache_bytes = 32 * MiB;
+    p.device_copy.cached_GBps = 50;
+    p.device_reduce.cached_GBps = 25;
+    ModelParams q = p;
+    q.peer_cache_bytes = 8 * MiB;
+    auto t = [](gpucoll_algorithm_t a, size_t S, const ModelParams& x) {
+        return predict(GPUCOLL_COLL_ALLREDUCE, a, S, {2, 1}, x).time_us;
+    };
+    // one_shot on 2 ranks: W = 2 x (in, out, scratch) = 6S.
+    EXPECT_EQ(t(GPUCOLL_ALGO_ONE_SHOT, 1 * MiB, q), t(GPUCOLL_ALGO_ONE_SHOT, 1 * MiB, p))
+        << "W 6 MiB fits both";
+    EXPECT_GT(t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, q), t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, p))
+        << "W 24 MiB: in the cache, beyond the peer cache";
+    EXPECT_GT(t(GPUCOLL_ALGO_ONE_SHOT, 64 * MiB, q), t(GPUCOLL_ALGO_ONE_SHOT, 64 * MiB, p))
+        << "beyond both: a smaller share of the peer bytes cached";
+    EXPECT_EQ(t(GPUCOLL_ALGO_STAGED, 4 * MiB, q), t(GPUCOLL_ALGO_STAGED, 4 * MiB, p));
+    // Exactly: one_shot's reduction reads S from its peer; at 4 MiB the
+    // peer bytes move at 1/3 cached (8 of 24 MiB), the rest at 10 GB/s.
+    const double S = 4.0 * MiB, slow = 1 / (1.0 / 3 / 25 + 2.0 / 3 / 10);
+    EXPECT_NEAR(t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, q) - t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, p),
+                S / (slow * 1e3) - S / (25 * 1e3), 1e-6);
+    // No larger than the cache: cache_bytes applies.
+    ModelParams big = p;
+    big.peer_cache_bytes = 64 * MiB;
+    EXPECT_EQ(t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, big), t(GPUCOLL_ALGO_ONE_SHOT, 4 * MiB, p));
+    // The file: written when set, read back the same.
+    EXPECT_EQ(format_params(p).find("peer_cache_bytes"), std::string::npos);
+    const std::string text = format_params(q);
+    EXPECT_NE(text.find("\npeer_cache_bytes = 8388608\n"), std::string::npos) << text;
+    ModelParams back = p;
+    std::string error;
+    ASSERT_TRUE(parse_params(text, "text", &back, &error)) << error;
+    EXPECT_EQ(back.peer_cache_bytes, q.peer_cache_bytes);
+}
+
 // Staging copies run at the rate of the ranks that copy at the same time:
 // bcast's root alone copies in and the others copy out; reduce's root alone
 // copies out; the rest copy in and out all at once. With 4 ranks on 2

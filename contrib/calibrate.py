@@ -335,7 +335,7 @@ class Runner:
             # and 4 ranks on 2 cores land in one of two modes (64 KiB reduce_scatter
             # direct: 27-32 or 49-50 us, 2 runs in 5 slow). Bound round-robin, every run
             # places them the same way (5 of 5 at 26-32 us).
-            if not any(a.startswith("--bind-to") for a in self.extra_mpirun):
+            if not any(a.startswith(("--bind-to", "--map-by")) for a in self.extra_mpirun):
                 cmd += ["--map-by", "core", "--bind-to", "core:overload-allowed"]
         if os.getuid() == 0:
             cmd.append("--allow-run-as-root")
@@ -517,11 +517,12 @@ def pinned_children(procs, work, what):
         for pid in kids:  # left running: a failure, an interrupt, a fork that failed
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-    os.close(wfd)
+        os.close(wfd)
+    with os.fdopen(rfd) as f:
+        out = f.read() if not (failed or kids) else ""
     if failed or kids:
         sys.exit(f"{what}: a process failed (above)")
-    with os.fdopen(rfd) as f:
-        return [float(x) for x in f.read().split()]
+    return [float(x) for x in out.split()]
 
 
 class SharedBuffers:
@@ -997,6 +998,9 @@ def main():
             values["shared_write_GBps"] = 0.0
             say("# no extra cost measured: shared_write_GBps 0")
 
+    # Unset unless measured below: the fits that follow must not use a starting file's value,
+    # which the file written at the end would not carry.
+    values["peer_cache_bytes"] = None
     if emu and procs > 1 and cache > 0:
         say(f"\n## cross-core copies: {procs} processes (one per core) each write a shared buffer, "
             f"then copy the next one's (python ctypes memmove); working set {procs} x 2 x size")

@@ -1160,13 +1160,14 @@ Prediction predict(gpucoll_coll_t coll, gpucoll_algorithm_t algo, size_t bytes, 
     Estimate e = ranks == 1 && algo != GPUCOLL_ALGO_STAGED ? model.single_rank()
                                                            : estimate(model, coll, algo);
     if (const ModelParams::HostTable* t = algo_table(params, coll, algo, shape);
-        t != nullptr && !t->empty() && ranks > 1) {
+        t != nullptr && !t->empty() && ranks > 1 && std::isfinite(e.us)) {
         const double S = static_cast<double>(bytes), last = t->back().first;
         if (S <= last) {
             e.us = table_us(*t, S);
         } else {  // the measured time, plus what the formulas add beyond it
             const Model at(params, coll, algo, last, shape);
-            e.us = t->back().second + std::max(0.0, e.us - estimate(at, coll, algo).us);
+            const double more = e.us - estimate(at, coll, algo).us;
+            e.us = t->back().second + (std::isfinite(more) ? std::max(0.0, more) : more);
         }
     }
     out.applicable = true;

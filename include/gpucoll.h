@@ -80,6 +80,13 @@ GPUCOLL_EXPORT const char* gpucoll_last_error(void);
  * Device memory for applications
  * ------------------------------------------------------------------------- */
 
+/* Host pages the backend's driver said it does not know (cuda: large
+ * malloc'd or mmap'd host buffers) are remembered, so that the next query
+ * of a pointer there costs no driver call, while UCX's memory hooks report
+ * every unmap (installed at the first page remembered; without them nothing
+ * is). On by default; 0 turns it off and forgets what was remembered. */
+GPUCOLL_EXPORT void gpucoll_set_host_cache(int enable);
+
 /* GPUs of the active backend this process can use (emu: 1); 0 without one. */
 GPUCOLL_EXPORT int gpucoll_device_count(void);
 /* Makes ordinal the calling thread's device for allocations and device work

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "core/counters.h"
 #include "core/runtime.h"
+#include "device/host_page_cache.h"
 #include "device/reduce_ops.h"
 #include "gpucoll.h"
 
@@ -85,6 +86,8 @@ extern "C" {
 int gpucoll_init_backend(const char* name) { return Runtime::instance().init(name); }
 
 const char* gpucoll_backend(void) { return Runtime::instance().backend_name(); }
+
+void gpucoll_set_host_cache(int enable) { gpucoll::host_page_cache::set_enabled(enable != 0); }
 
 const char* gpucoll_version(void) { return PACKAGE_VERSION; }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "device/host_page_cache.h"
+
 namespace gpucoll {
 
 Runtime::~Runtime() {
@@ -98,6 +100,9 @@ Status Runtime::init(const char* requested) {
 }
 
 Status Runtime::choose(const std::string& want) {
+    // A backend that asks its driver about host pointers (cuda) remembers
+    // the pages it was told are host memory while UCX reports the unmaps.
+    host_page_cache::set_watcher(&inter::watch_unmaps);
     if (want == "emu") {
         device_ = make_emu_device();
         if (!device_) return GPUCOLL_ERR_SYSTEM;  // make_emu_device set the message

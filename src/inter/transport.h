@@ -100,4 +100,13 @@ constexpr uint64_t kTagMatchAll = ~uint64_t{0};
 constexpr uint64_t kTagMatchControl = (~uint64_t{0} << (kTagSeqBits + kTagStepBits + kTagSrcBits)) |
                                       (uint64_t{kControlStep} << kTagSrcBits);
 
+// Calls released(p, bytes) before every range of this process's memory is
+// unmapped (munmap, mremap, a MAP_FIXED mmap, madvise, shmdt, a brk shrink,
+// from any thread and from inside free()): UCX's memory hooks, installed if
+// nobody has yet, and checked with a probe (a munmap and the free of a
+// large malloc must be reported). False where that cannot be had: built
+// without UCX, UCX's memory events turned off (UCX_MEM_EVENTS=no), or an
+// allocator whose unmaps UCX does not see (ASan's). Once per process.
+bool watch_unmaps(void (*released)(const void* p, size_t bytes));
+
 }  // namespace gpucoll::inter

@@ -39,4 +39,6 @@ void Transport::progress() {}
 void Transport::wait(int) {}
 bool Transport::device_capable(Endpoint*, std::string*) { return false; }
 
+bool watch_unmaps(void (*)(const void*, size_t)) { return false; }
+
 }  // namespace gpucoll::inter

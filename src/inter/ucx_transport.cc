@@ -3,9 +3,13 @@
 // operation, device pointers reach UCX only when it reports CUDA support,
 // and the worker is never progressed from inside a UCX callback).
 #include <poll.h>
+#include <sys/mman.h>
+#include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -253,6 +257,57 @@ bool Transport::device_capable(Endpoint* ep, std::string* names) {
     *names = "unknown (UCX before 1.14)";
     return false;
 #endif
+}
+
+namespace {
+
+void (*g_released)(const void*, size_t) = nullptr;
+// The probe's ranges, and whether their unmaps were reported.
+std::atomic<uintptr_t> g_probe_lo[2];
+std::atomic<bool> g_probe_seen[2];
+
+void on_unmap(ucm_event_type_t type, ucm_event_t* event, void*) {
+    if (type != UCM_EVENT_VM_UNMAPPED) return;
+    const auto lo = reinterpret_cast<uintptr_t>(event->vm_unmapped.address);
+    const size_t bytes = event->vm_unmapped.size;
+    for (int i = 0; i < 2; ++i) {
+        const uintptr_t probe = g_probe_lo[i].load(std::memory_order_relaxed);
+        if (probe != 0 && probe >= lo && probe - lo < bytes)
+            g_probe_seen[i].store(true, std::memory_order_relaxed);
+    }
+    g_released(event->vm_unmapped.address, bytes);
+}
+
+}  // namespace
+
+bool watch_unmaps(void (*released)(const void* p, size_t bytes)) {
+    if (released == nullptr || g_released != nullptr) return false;
+    g_released = released;
+    if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, on_unmap, nullptr) != UCS_OK) {
+        g_released = nullptr;
+        return false;
+    }
+    // A munmap of our own, and a free() that returns a mapping (inside the C
+    // library: seen only where UCX patched munmap itself, or replaced malloc;
+    // not for an allocator that unmaps by system call, as ASan's).
+    constexpr size_t kPage = 4096, kLarge = size_t{64} << 20;  // above malloc's mmap threshold
+    void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) {
+        g_probe_lo[0].store(reinterpret_cast<uintptr_t>(page));
+        munmap(page, kPage);
+    }
+    if (void* large = std::malloc(kLarge)) {
+        g_probe_lo[1].store(reinterpret_cast<uintptr_t>(large));
+        std::free(large);
+    }
+    const bool ok = page != MAP_FAILED && g_probe_lo[1].load() != 0 && g_probe_seen[0].load() &&
+                    g_probe_seen[1].load();
+    g_probe_lo[0].store(0);
+    g_probe_lo[1].store(0);
+    if (!ok) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_unmap, nullptr);
+    // A failed probe leaves g_released set: released() may still be called
+    // by an event in flight, and a second install is not tried.
+    return ok;
 }
 
 }  // namespace gpucoll::inter

@@ -28,7 +28,7 @@ timeout 60 env $preload "$OMPI_INFO" --param coll gpucoll --level 9 --parsable >
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
 grep -q '^mca:coll:gpucoll:version:"component:' "$out" || fail "no component version line"
-for p in priority device verbose flags host_pipeline progress_thread chunk_size ipc_cache_size; do
+for p in priority device verbose flags host_pipeline progress_thread chunk_size ipc_cache_size host_cache; do
     key="mca:coll:gpucoll:param:coll_gpucoll_$p"
     grep -q "^$key:value:" "$out" || fail "parameter coll_gpucoll_$p is not listed"
     help=$(sed -n "s/^$key:help://p" "$out")
@@ -45,7 +45,7 @@ echo "+ $OMPI_INFO --param coll gpucoll --level 9 (human-readable)"
 timeout 60 env $preload "$OMPI_INFO" --param coll gpucoll --level 9 >"$out" 2>&1 ||
     { cat "$out"; fail "ompi_info --param failed"; }
 cat "$out"
-for p in priority device verbose flags host_pipeline progress_thread chunk_size ipc_cache_size; do
+for p in priority device verbose flags host_pipeline progress_thread chunk_size ipc_cache_size host_cache; do
     grep -q "parameter \"coll_gpucoll_$p\"" "$out" || fail "coll_gpucoll_$p missing"
 done
 echo "PASS: ompi_info lists coll/gpucoll and its parameters"

@@ -7,6 +7,8 @@
 // threads; and the topology computed from node identities.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "common/sanitizers.h"
 #include "config.h"
 #include "core/runtime.h"
+#include "device/host_page_cache.h"
 #include "device/host_ranges.h"
 #include "fork_bootstrap.h"
 #include "gpucoll.h"
@@ -833,3 +836,158 @@ INSTANTIATE_TEST_SUITE_P(Emu, InterNonblocking,
                          });
 
 }  // namespace
+
+// --- host_page_cache: host pages the driver does not know, kept while every
+// unmap is reported. In forked children: the watcher is installed once per
+// process.
+namespace hpc = gpucoll::host_page_cache;
+
+struct Expect {
+    int failures = 0;
+    void expect(bool ok, const char* what) {
+        if (ok) return;
+        ++failures;
+        std::fprintf(stderr, "host_page_cache: %s: failed\n", what);
+    }
+};
+
+void (*g_fake_released)(const void*, size_t) = nullptr;
+bool fake_watcher(void (*released)(const void*, size_t)) {
+    g_fake_released = released;
+    return true;
+}
+
+void* map_pages(size_t pages, int prot = PROT_READ | PROT_WRITE) {
+    void* p = mmap(nullptr, pages * 4096, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+// remember() twice: the first one installs the watcher, and refuses (an
+// unmap before the install was not reported).
+void remember_now(const void* p) {
+    for (int i = 0; i < 2; ++i) hpc::remember(p, hpc::generation());
+}
+
+int run_rank_page_cache_rules(int, gpucoll_bootstrap_t&) {
+    Expect k;
+    hpc::set_watcher(&fake_watcher);
+    char* a = static_cast<char*>(map_pages(4));
+    void* none = map_pages(1, PROT_NONE);
+    k.expect(a != nullptr && none != nullptr, "mmap");
+    k.expect(!hpc::contains(a), "nothing remembered yet");
+    remember_now(a + 100);
+    k.expect(g_fake_released != nullptr, "the watcher was installed");
+    k.expect(hpc::contains(a), "a page remembered serves every address in it");
+    k.expect(hpc::contains(a + 4095), "the page's last byte");
+    k.expect(!hpc::contains(a + 4096), "the next page was not remembered");
+    // An unmap reported while the driver was being asked: not remembered.
+    const uint64_t before = hpc::generation();
+    g_fake_released(a + 3 * 4096, 4096);
+    hpc::remember(a + 2 * 4096, before);
+    k.expect(!hpc::contains(a + 2 * 4096), "a stale answer is not remembered");
+    // Unreadable memory (a reservation, device memory's CPU side): never.
+    remember_now(none);
+    k.expect(!hpc::contains(none), "a PROT_NONE page is not remembered");
+    // Released: forgotten, also by a range that only overlaps the page.
+    remember_now(a + 4096);
+    k.expect(hpc::contains(a + 4096), "second page remembered");
+    g_fake_released(a + 4096 + 4000, 200);
+    k.expect(!hpc::contains(a + 4096), "a release that overlaps the page forgets it");
+    k.expect(hpc::contains(a), "a release elsewhere keeps the first page");
+    g_fake_released(a, 0);
+    k.expect(hpc::contains(a), "an empty release forgets nothing");
+    // A range that wraps the address space forgets everything above it.
+    g_fake_released(a, SIZE_MAX);
+    k.expect(!hpc::contains(a), "a wrapping range forgets the page");
+    // Off: nothing remembered, nothing kept.
+    remember_now(a);
+    k.expect(hpc::contains(a), "remembered again");
+    hpc::set_enabled(false);
+    k.expect(!hpc::contains(a), "turned off: forgotten");
+    remember_now(a);
+    k.expect(!hpc::contains(a), "turned off: not remembered");
+    hpc::set_enabled(true);
+    const hpc::Stats s = hpc::stats();
+    k.expect(s.watching && s.remembered >= 3 && s.refused >= 3 && s.forgotten >= 2, "stats");
+    munmap(a, 4 * 4096);
+    munmap(none, 4096);
+    return k.failures;
+}
+
+TEST(HostPageCache, RemembersReadablePagesUntilReleased) {
+    EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_rules), 0);
+}
+
+int run_rank_page_cache_without_watcher(int, gpucoll_bootstrap_t&) {
+    Expect k;
+    hpc::set_watcher(nullptr);
+    char* a = static_cast<char*>(map_pages(1));
+    remember_now(a);
+    k.expect(!hpc::contains(a), "no watcher: nothing is remembered");
+    k.expect(!hpc::stats().watching, "not watching");
+    munmap(a, 4096);
+    return k.failures;
+}
+
+TEST(HostPageCache, NothingIsRememberedWithoutAWatcher) {
+    EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_without_watcher), 0);
+}
+
+// UCX's memory hooks report every way a remembered page can go: munmap,
+// the free() of a large malloc (inside the C library), mremap, a MAP_FIXED
+// mmap over it, shmdt. Under ASan the allocator unmaps by system call, which
+// UCX does not see: the watcher must refuse to start there.
+int run_rank_page_cache_ucx(int, gpucoll_bootstrap_t&) {
+    Expect k;
+    hpc::set_watcher(&gpucoll::inter::watch_unmaps);
+    char* a = static_cast<char*>(map_pages(1));
+    remember_now(a);
+#ifdef GPUCOLL_ADDRESS_SANITIZER
+    k.expect(!hpc::stats().watching, "ASan: the watcher refused (its free() unmaps unseen)");
+    k.expect(!hpc::contains(a), "ASan: nothing remembered");
+    return k.failures;
+#endif
+    k.expect(hpc::stats().watching, "UCX's memory hooks installed and probed");
+    k.expect(hpc::contains(a), "remembered");
+    munmap(a, 4096);
+    k.expect(!hpc::contains(a), "munmap forgets it");
+
+    constexpr size_t kLarge = size_t{8} << 20;  // malloc maps it
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    char* big = static_cast<char*>(std::malloc(kLarge));
+    k.expect(big != nullptr, "malloc");
+    big[0] = 1;
+    remember_now(big + kLarge / 2);
+    k.expect(hpc::contains(big + kLarge / 2), "a large malloc remembered");
+    std::free(big);
+    k.expect(!hpc::contains(big + kLarge / 2), "its free() forgets it");
+
+    char* m = static_cast<char*>(map_pages(2));
+    remember_now(m);
+    char* moved = static_cast<char*>(mremap(m, 2 * 4096, 64 * 4096, MREMAP_MAYMOVE));
+    k.expect(moved != MAP_FAILED, "mremap");
+    k.expect(!hpc::contains(m), "mremap forgets the old range");
+    remember_now(moved);
+    void* fixed = mmap(moved, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    k.expect(fixed == moved, "MAP_FIXED");
+    k.expect(!hpc::contains(moved), "a MAP_FIXED mmap over the page forgets it");
+    munmap(moved, 64 * 4096);
+
+    const int id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    k.expect(id >= 0, "shmget");
+    void* shm = shmat(id, nullptr, 0);
+    shmctl(id, IPC_RMID, nullptr);
+    k.expect(shm != reinterpret_cast<void*>(-1), "shmat");
+    remember_now(shm);
+    k.expect(hpc::contains(shm), "shared memory remembered");
+    shmdt(shm);
+    k.expect(!hpc::contains(shm), "shmdt forgets it");
+    return k.failures;
+}
+
+TEST(HostPageCache, UcxMemoryHooksForgetUnmappedPages) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX: no watcher, nothing is remembered";
+#endif
+    EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_ucx), 0);
+}

@@ -38,6 +38,7 @@
 #include "device/cuda/cuda_pool.h"
 #include "device/cuda/cuda_reduce.h"
 #include "device/device.h"
+#include "device/host_page_cache.h"
 #include "device/host_ranges.h"
 #include "device/reduce_ops.h"
 
@@ -574,8 +575,11 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     if (info == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "cuda query: info is NULL");
     *info = PointerInfo{};
     // Host memory the driver need not be asked about (stack, brk heap,
-    // static data): every host-buffer collective queries its buffers.
-    if (ptr == nullptr || host_ranges::certainly_host(ptr)) return kSuccess;
+    // static data, pages it said before it did not know): every
+    // host-buffer collective queries its buffers.
+    if (ptr == nullptr || host_ranges::certainly_host(ptr) || host_page_cache::contains(ptr))
+        return kSuccess;
+    const uint64_t unmaps_before = host_page_cache::generation();
     DriverApi::Attributes a;
     bool type_known = false;
     Status s = driver_.attributes(ptr, &a, &type_known);
@@ -589,6 +593,11 @@ Status CudaDevice::query(const void* ptr, PointerInfo* info) {
     }
     // Pinned, managed and unregistered host memory are all reachable by the host.
     if (a.memory_type != CU_MEMORYTYPE_DEVICE || (s == kSuccess && a.is_managed != 0)) {
+        // Memory the driver does not know at all (not its pinned or managed
+        // memory, which it may hand out again as device memory without an
+        // unmap) stays host memory until it is unmapped.
+        if (s == kSuccess && a.memory_type == 0 && a.is_managed == 0)
+            host_page_cache::remember(ptr, unmaps_before);
         return type_known ? kSuccess : s;
     }
     info->type = GPUCOLL_MEM_DEVICE;

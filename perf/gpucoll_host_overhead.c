@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "gpucoll.h"
@@ -40,7 +41,7 @@ static int rank, size;
 static void usage(FILE* f) {
     fprintf(f,
             "usage: gpucoll_host_overhead [-c COLL] [-m MIN:MAX] [-i ITERS] [-r ROUNDS] "
-            "[-w WARMUP] [-I KEY=VALUE]\n"
+            "[-w WARMUP] [-I KEY=VALUE] [-M]\n"
             "  -c COLL     allreduce (float sum), bcast (root 0) or allgather; default "
             "allreduce\n"
             "  -m MIN:MAX  message sizes in bytes, doubling (allgather: per rank); default "
@@ -49,7 +50,10 @@ static void usage(FILE* f) {
             "  -r ROUNDS   blocks per communicator and size; default 21\n"
             "  -w WARMUP   untimed calls per communicator and size; default 2000\n"
             "  -I KEY=VALUE  an info key of the \"on\" communicator (e.g.\n"
-            "              mpi_assert_memory_alloc_kinds=system); repeatable\n");
+            "              mpi_assert_memory_alloc_kinds=system); repeatable\n"
+            "  -M          buffers from mmap, as malloc gives large ones (the OSU\n"
+            "              benchmarks'), instead of the heap: with cuda, memory that\n"
+            "              the backend cannot tell from its address ranges alone\n");
 }
 
 static size_t parse_size(const char* s) {
@@ -70,6 +74,21 @@ static double quantile(double* v, int n, double q) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     int k = (int)(q * (n - 1) + 0.5);
     return v[k];
+}
+
+/* Zeroed buffers: from the heap (calloc), or mapped on their own. */
+static char* alloc_buffer(size_t bytes, int use_mmap) {
+    if (!use_mmap) return calloc(bytes, 1);
+    void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (char*)p;
+}
+
+static void free_buffer(char* p, size_t bytes, int use_mmap) {
+    if (p == NULL) return;
+    if (use_mmap)
+        munmap(p, bytes);
+    else
+        free(p);
 }
 
 static void run_calls(coll_t c, MPI_Comm comm, char* sbuf, char* rbuf, size_t bytes, int n) {
@@ -111,7 +130,8 @@ int main(int argc, char** argv) {
     MPI_Info on_info;
     MPI_Info_create(&on_info);
     int opt;
-    while ((opt = getopt(argc, argv, "c:m:i:r:w:I:h")) != -1) {
+    int use_mmap = 0;
+    while ((opt = getopt(argc, argv, "c:m:i:r:w:I:Mh")) != -1) {
         switch (opt) {
             case 'c': {
                 int found = 0;
@@ -150,6 +170,9 @@ int main(int argc, char** argv) {
                 MPI_Info_set(on_info, optarg, eq + 1);
                 break;
             }
+            case 'M':
+                use_mmap = 1;
+                break;
             case 'h':
                 if (rank == 0) usage(stdout);
                 MPI_Finalize();
@@ -176,8 +199,8 @@ int main(int argc, char** argv) {
     MPI_Comm_dup_with_info(MPI_COMM_WORLD, on_info, &on);
     MPI_Info_free(&on_info);
 
-    char* sbuf = calloc(max, 1);
-    char* rbuf = calloc(max * (size_t)size, 1);
+    char* sbuf = alloc_buffer(max, use_mmap);
+    char* rbuf = alloc_buffer(max * (size_t)size, use_mmap);
     double* t_on = calloc((size_t)rounds, sizeof(double));
     double* t_off = calloc((size_t)rounds, sizeof(double));
     double* diff = calloc((size_t)rounds, sizeof(double));
@@ -189,8 +212,8 @@ int main(int argc, char** argv) {
     if (rank == 0) {
         printf(
             "# gpucoll_host_overhead: %s, %d ranks, %d rounds of %d calls per communicator "
-            "and size\n",
-            coll_names[c], size, rounds, iters);
+            "and size, buffers from %s (backend %s)\n",
+            coll_names[c], size, rounds, iters, use_mmap ? "mmap" : "the heap", gpucoll_backend());
         printf("# latency in us; diff = on - off within a round (median, quartiles)\n");
         printf("# %10s %9s %9s %9s %9s %9s %8s\n", "bytes", "on", "off", "diff", "diff_q1",
                "diff_q3", "diff_%");
@@ -238,8 +261,8 @@ int main(int argc, char** argv) {
     free(diff);
     free(t_off);
     free(t_on);
-    free(rbuf);
-    free(sbuf);
+    free_buffer(rbuf, max * (size_t)size, use_mmap);
+    free_buffer(sbuf, max, use_mmap);
     MPI_Comm_free(&on);
     MPI_Comm_free(&off);
     MPI_Finalize();

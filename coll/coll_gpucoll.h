@@ -103,7 +103,7 @@ typedef struct mca_coll_gpucoll_component_t {
     /* accelerated path: forced algorithm per collective (gpucoll_algorithm_t) */
     int algorithm[GPUCOLL_COLL_COUNT];
     bool uniform_memory;
-    bool host_cache;     /* gpucoll_set_host_cache: remember host pages the driver does not know */
+    int host_cache;      /* -1 auto, 0 off, 1 on (gpucoll_set_host_cache 1, 0, 2) */
     int device_flags;    /* GPUCOLL_FLAGS_HOST, _DEVICE or _AUTO */
     int host_pipeline;   /* -1 auto, 0 off, 1 on */
     int progress_thread; /* nonblocking calls advance on threads of the core: -1 auto, 0 off, 1 on,

@@ -37,7 +37,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .verbose = 0,
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
-    .host_cache = true,
+    .host_cache = -1,
     .device_flags = GPUCOLL_FLAGS_AUTO,
     .host_pipeline = -1,
     .progress_thread = -1,
@@ -185,13 +185,16 @@ static const gpucoll_param_t gpucoll_params[] = {
      MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.uniform_memory},
     {"host_cache",
-     "Remember the host pages the CUDA driver said it does not know (large malloc'd or mmap'd "
-     "host buffers, such as the OSU benchmarks'), so that a collective on host buffers does not "
-     "ask the driver about them at every call (about 0.2 us per buffer). A page is forgotten "
-     "before it is unmapped, as UCX's memory hooks report (installed if UCX has not installed "
-     "them yet; where they cannot be had, nothing is remembered). Off: ask the driver at every "
-     "call. No effect on emu.",
-     MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
+     "cuda: remember the host pages the driver said it does not know (large malloc'd or "
+     "mmap'd host buffers, such as the OSU benchmarks'), so that a collective on host buffers "
+     "does not ask the driver about them at every call (about 0.2 us per buffer). A page is "
+     "forgotten before it is unmapped, as UCX's memory hooks report (unmaps by raw system call "
+     "and by the dynamic loader are not seen: pages of shared objects are never remembered). "
+     "auto: only where UCX's hooks are installed already (Open MPI's pml ucx, gpucoll between "
+     "nodes) and a probe sees them report; on: install them if nobody has (at the first page; "
+     "they patch mmap/munmap for the whole process); off: ask the driver at every call. No "
+     "effect on emu.",
+     MCA_BASE_VAR_TYPE_INT, gpucoll_auto_off_on_values, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.host_cache},
     {"flags",
      "Where the ranks of a node synchronise the steps of a collective: host (flags in shared "
@@ -402,7 +405,8 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
      * application does (GPUCOLL_DEVICE, then OMPI_MCA_coll_gpucoll_device);
      * an explicit name must be honoured or fail loudly. */
     const char* request = MCA_COLL_GPUCOLL_DEVICE_AUTO == c->device ? NULL : param;
-    gpucoll_set_host_cache(c->host_cache ? 1 : 0);
+    /* auto (-1) -> 1, off (0) -> 0, on (1) -> 2 (install UCX's hooks) */
+    gpucoll_set_host_cache(c->host_cache < 0 ? 1 : c->host_cache == 0 ? 0 : 2);
     int rc = gpucoll_init_backend(request);
     if (GPUCOLL_SUCCESS != rc) {
         GPUCOLL_ERROR(

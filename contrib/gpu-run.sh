@@ -29,8 +29,9 @@
 #                    such runs before its fix (docs/performance.md)
 #   host-overhead    what gpucoll costs a host-buffer allreduce (np 2, 8 B-1 KiB,
 #                    perf/gpucoll_host_overhead): heap buffers, then mmap'd ones
-#                    (what large mallocs give) with coll_gpucoll_host_cache 1 and
-#                    0 (0: a driver query per buffer per call); about 2 minutes
+#                    (what large mallocs give) with coll_gpucoll_host_cache auto,
+#                    on and off (off: a driver query per buffer per call); about
+#                    3 minutes
 #   topo             gpucoll_topo on the live machine (hwloc + NVML: the GPU,
 #                    its NVLinks, NICs, JSON), beside nvidia-smi topo -m; the
 #                    topology unit tests; the accelerated path's topology
@@ -269,12 +270,14 @@ step_forms_repeat() {
 step_host_overhead() {
     local rc=0 args="-c allreduce -m 8:1024 -r 11 -i 10000"
     local run="timeout 150 mpirun -np 2 --mca coll_gpucoll_device cuda"
-    echo "== heap buffers, host_cache 1"
-    $run --mca coll_gpucoll_host_cache 1 "$B/perf/gpucoll_host_overhead" $args || rc=1
-    echo "== mmap'd buffers, host_cache 1"
-    $run --mca coll_gpucoll_host_cache 1 "$B/perf/gpucoll_host_overhead" $args -M || rc=1
-    echo "== mmap'd buffers, host_cache 0 (a driver query per buffer per call)"
-    $run --mca coll_gpucoll_host_cache 0 "$B/perf/gpucoll_host_overhead" $args -M || rc=1
+    echo "== heap buffers, host_cache auto"
+    $run --mca coll_gpucoll_host_cache auto "$B/perf/gpucoll_host_overhead" $args || rc=1
+    echo "== mmap'd buffers, host_cache auto"
+    $run --mca coll_gpucoll_host_cache auto "$B/perf/gpucoll_host_overhead" $args -M || rc=1
+    echo "== mmap'd buffers, host_cache on (installs UCX's hooks if nobody has)"
+    $run --mca coll_gpucoll_host_cache on "$B/perf/gpucoll_host_overhead" $args -M || rc=1
+    echo "== mmap'd buffers, host_cache off (a driver query per buffer per call)"
+    $run --mca coll_gpucoll_host_cache off "$B/perf/gpucoll_host_overhead" $args -M || rc=1
     return $rc
 }
 

@@ -83,9 +83,12 @@ GPUCOLL_EXPORT const char* gpucoll_last_error(void);
 /* Host pages the backend's driver said it does not know (cuda: large
  * malloc'd or mmap'd host buffers) are remembered, so that the next query
  * of a pointer there costs no driver call, while UCX's memory hooks report
- * every unmap (installed at the first page remembered; without them nothing
- * is). On by default; 0 turns it off and forgets what was remembered. */
-GPUCOLL_EXPORT void gpucoll_set_host_cache(int enable);
+ * every unmap. mode 0: off (forgets what was remembered); 1 (the default):
+ * only with hooks that UCX already installed (Open MPI's pml ucx, or
+ * gpucoll's own transport between nodes); 2: installs UCX's hooks if
+ * nobody has (at the first page remembered). Call before the backend is
+ * chosen. */
+GPUCOLL_EXPORT void gpucoll_set_host_cache(int mode);
 
 /* GPUs of the active backend this process can use (emu: 1); 0 without one. */
 GPUCOLL_EXPORT int gpucoll_device_count(void);

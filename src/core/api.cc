@@ -87,7 +87,12 @@ int gpucoll_init_backend(const char* name) { return Runtime::instance().init(nam
 
 const char* gpucoll_backend(void) { return Runtime::instance().backend_name(); }
 
-void gpucoll_set_host_cache(int enable) { gpucoll::host_page_cache::set_enabled(enable != 0); }
+void gpucoll_set_host_cache(int mode) {
+    using gpucoll::host_page_cache::Mode;
+    gpucoll::host_page_cache::set_mode(mode <= 0   ? Mode::Off
+                                       : mode == 1 ? Mode::Auto
+                                                   : Mode::Install);
+}
 
 const char* gpucoll_version(void) { return PACKAGE_VERSION; }
 

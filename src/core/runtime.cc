@@ -102,7 +102,7 @@ Status Runtime::init(const char* requested) {
 Status Runtime::choose(const std::string& want) {
     // A backend that asks its driver about host pointers (cuda) remembers
     // the pages it was told are host memory while UCX reports the unmaps.
-    host_page_cache::set_watcher(&inter::watch_unmaps);
+    host_page_cache::set_watcher({&inter::watch_unmaps, &inter::unmaps_still_reported});
     if (want == "emu") {
         device_ = make_emu_device();
         if (!device_) return GPUCOLL_ERR_SYSTEM;  // make_emu_device set the message

@@ -102,11 +102,18 @@ constexpr uint64_t kTagMatchControl = (~uint64_t{0} << (kTagSeqBits + kTagStepBi
 
 // Calls released(p, bytes) before every range of this process's memory is
 // unmapped (munmap, mremap, a MAP_FIXED mmap, madvise, shmdt, a brk shrink,
-// from any thread and from inside free()): UCX's memory hooks, installed if
-// nobody has yet, and checked with a probe (a munmap and the free of a
-// large malloc must be reported). False where that cannot be had: built
-// without UCX, UCX's memory events turned off (UCX_MEM_EVENTS=no), or an
-// allocator whose unmaps UCX does not see (ASan's). Once per process.
-bool watch_unmaps(void (*released)(const void* p, size_t bytes));
+// from any thread and from inside free()): UCX's memory hooks. install:
+// install them if nobody has (they stay installed, also when the probe
+// then fails); else only hooks already installed (Open MPI's pml/osc ucx,
+// gpucoll's transport between nodes) report. True once a probe saw a
+// munmap, a MAP_FIXED mmap, an mremap and the free() of a large malloc
+// reported. False where that cannot be had: built without UCX, UCX's memory
+// events off (UCX_MEM_EVENTS=no), no hooks installed and install false, an
+// allocator that unmaps by system call (ASan's), a UCX that does not report
+// one of them. One watcher per process.
+bool watch_unmaps(void (*released)(const void* p, size_t bytes), bool install);
+// The same probe again: the hooks still report (another library may have
+// patched the same functions since).
+bool unmaps_still_reported();
 
 }  // namespace gpucoll::inter

@@ -39,6 +39,7 @@ void Transport::progress() {}
 void Transport::wait(int) {}
 bool Transport::device_capable(Endpoint*, std::string*) { return false; }
 
-bool watch_unmaps(void (*)(const void*, size_t)) { return false; }
+bool watch_unmaps(void (*)(const void*, size_t), bool) { return false; }
+bool unmaps_still_reported() { return false; }
 
 }  // namespace gpucoll::inter

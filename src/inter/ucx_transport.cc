@@ -261,53 +261,91 @@ bool Transport::device_capable(Endpoint* ep, std::string* names) {
 
 namespace {
 
-void (*g_released)(const void*, size_t) = nullptr;
-// The probe's ranges, and whether their unmaps were reported.
-std::atomic<uintptr_t> g_probe_lo[2];
-std::atomic<bool> g_probe_seen[2];
+std::atomic<void (*)(const void*, size_t)> g_released{nullptr};
+// The probe's addresses, and whether an unmap covering each was reported.
+constexpr int kProbes = 4;
+std::atomic<uintptr_t> g_probe_at[kProbes];
+std::atomic<bool> g_probe_seen[kProbes];
+std::mutex g_probe_mutex;  // one probe at a time
 
 void on_unmap(ucm_event_type_t type, ucm_event_t* event, void*) {
     if (type != UCM_EVENT_VM_UNMAPPED) return;
     const auto lo = reinterpret_cast<uintptr_t>(event->vm_unmapped.address);
     const size_t bytes = event->vm_unmapped.size;
-    for (int i = 0; i < 2; ++i) {
-        const uintptr_t probe = g_probe_lo[i].load(std::memory_order_relaxed);
-        if (probe != 0 && probe >= lo && probe - lo < bytes)
+    for (int i = 0; i < kProbes; ++i) {
+        const uintptr_t at = g_probe_at[i].load(std::memory_order_relaxed);
+        if (at != 0 && at >= lo && at - lo < bytes)
             g_probe_seen[i].store(true, std::memory_order_relaxed);
     }
-    g_released(event->vm_unmapped.address, bytes);
+    if (auto released = g_released.load(std::memory_order_acquire))
+        released(event->vm_unmapped.address, bytes);
+}
+
+void arm(int i, const void* at) {
+    g_probe_seen[i].store(false);
+    g_probe_at[i].store(reinterpret_cast<uintptr_t>(at));
+}
+void disarm(int i) { g_probe_at[i].store(0); }
+
+// Each way this process unmaps memory that the hooks must report: munmap,
+// a MAP_FIXED mmap over a mapping, mremap (the old range), and the free()
+// of a large malloc (inside the C library: seen only where UCX patched
+// munmap itself or replaced malloc; not for an allocator that unmaps by
+// system call, as ASan's).
+bool probe() {
+    std::lock_guard lock(g_probe_mutex);
+    constexpr size_t kPage = 4096, kLarge = size_t{64} << 20;  // above malloc's mmap threshold
+    bool ok = true;
+    auto* m = static_cast<char*>(
+        mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (m == MAP_FAILED) return false;
+    arm(0, m);
+    munmap(m, kPage);
+    disarm(0);
+    char* second = m + kPage;
+    arm(1, second);
+    const bool fixed = mmap(second, kPage, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == second;
+    disarm(1);
+    arm(2, second);
+    void* moved = fixed ? mremap(second, kPage, 4 * kPage, MREMAP_MAYMOVE) : MAP_FAILED;
+    disarm(2);  // before the unmap below, which may land on the same address
+    if (moved != MAP_FAILED)
+        munmap(moved, 4 * kPage);
+    else
+        munmap(second, kPage);
+    ok = fixed && moved != MAP_FAILED;
+    if (void* large = std::malloc(kLarge)) {
+        arm(3, large);
+        std::free(large);
+        disarm(3);
+    } else {
+        ok = false;
+    }
+    for (int i = 0; i < kProbes; ++i) ok = ok && g_probe_seen[i].load();
+    return ok;
 }
 
 }  // namespace
 
-bool watch_unmaps(void (*released)(const void* p, size_t bytes)) {
-    if (released == nullptr || g_released != nullptr) return false;
-    g_released = released;
-    if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, on_unmap, nullptr) != UCS_OK) {
-        g_released = nullptr;
+bool watch_unmaps(void (*released)(const void* p, size_t bytes), bool install) {
+    void (*none)(const void*, size_t) = nullptr;
+    if (released == nullptr || !g_released.compare_exchange_strong(none, released)) return false;
+    // Without install, only hooks that someone installed already (Open MPI's
+    // pml/osc ucx, gpucoll's own transport between nodes) report anything:
+    // the probe tells.
+    const int events = UCM_EVENT_VM_UNMAPPED | (install ? 0 : UCM_EVENT_FLAG_NO_INSTALL);
+    if (ucm_set_event_handler(events, -1, on_unmap, nullptr) != UCS_OK) {
+        g_released.store(nullptr);
         return false;
     }
-    // A munmap of our own, and a free() that returns a mapping (inside the C
-    // library: seen only where UCX patched munmap itself, or replaced malloc;
-    // not for an allocator that unmaps by system call, as ASan's).
-    constexpr size_t kPage = 4096, kLarge = size_t{64} << 20;  // above malloc's mmap threshold
-    void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (page != MAP_FAILED) {
-        g_probe_lo[0].store(reinterpret_cast<uintptr_t>(page));
-        munmap(page, kPage);
-    }
-    if (void* large = std::malloc(kLarge)) {
-        g_probe_lo[1].store(reinterpret_cast<uintptr_t>(large));
-        std::free(large);
-    }
-    const bool ok = page != MAP_FAILED && g_probe_lo[1].load() != 0 && g_probe_seen[0].load() &&
-                    g_probe_seen[1].load();
-    g_probe_lo[0].store(0);
-    g_probe_lo[1].store(0);
-    if (!ok) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_unmap, nullptr);
-    // A failed probe leaves g_released set: released() may still be called
-    // by an event in flight, and a second install is not tried.
-    return ok;
+    if (probe()) return true;
+    // Once this returns, no event is in flight in on_unmap.
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_unmap, nullptr);
+    g_released.store(nullptr);
+    return false;
 }
+
+bool unmaps_still_reported() { return g_released.load() != nullptr && probe(); }
 
 }  // namespace gpucoll::inter

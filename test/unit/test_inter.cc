@@ -852,31 +852,40 @@ struct Expect {
 };
 
 void (*g_fake_released)(const void*, size_t) = nullptr;
-bool fake_watcher(void (*released)(const void*, size_t)) {
+bool g_fake_still_reported = true;
+int g_fake_probes = 0;
+bool fake_start(void (*released)(const void*, size_t), bool) {
     g_fake_released = released;
     return true;
 }
+bool fake_still_reported() {
+    ++g_fake_probes;
+    return g_fake_still_reported;
+}
+const hpc::Watcher kFakeWatcher{&fake_start, &fake_still_reported};
+const hpc::Watcher kUcxWatcher{&gpucoll::inter::watch_unmaps,
+                               &gpucoll::inter::unmaps_still_reported};
 
 void* map_pages(size_t pages, int prot = PROT_READ | PROT_WRITE) {
     void* p = mmap(nullptr, pages * 4096, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
 }
 
-// remember() twice: the first one installs the watcher, and refuses (an
-// unmap before the install was not reported).
+// remember() twice: the first one starts the watcher, and refuses (an
+// unmap before the start was not reported).
 void remember_now(const void* p) {
     for (int i = 0; i < 2; ++i) hpc::remember(p, hpc::generation());
 }
 
 int run_rank_page_cache_rules(int, gpucoll_bootstrap_t&) {
     Expect k;
-    hpc::set_watcher(&fake_watcher);
+    hpc::set_watcher(kFakeWatcher);
     char* a = static_cast<char*>(map_pages(4));
     void* none = map_pages(1, PROT_NONE);
     k.expect(a != nullptr && none != nullptr, "mmap");
     k.expect(!hpc::contains(a), "nothing remembered yet");
     remember_now(a + 100);
-    k.expect(g_fake_released != nullptr, "the watcher was installed");
+    k.expect(g_fake_released != nullptr, "the watcher was started");
     k.expect(hpc::contains(a), "a page remembered serves every address in it");
     k.expect(hpc::contains(a + 4095), "the page's last byte");
     k.expect(!hpc::contains(a + 4096), "the next page was not remembered");
@@ -888,6 +897,10 @@ int run_rank_page_cache_rules(int, gpucoll_bootstrap_t&) {
     // Unreadable memory (a reservation, device memory's CPU side): never.
     remember_now(none);
     k.expect(!hpc::contains(none), "a PROT_NONE page is not remembered");
+    // A shared object's pages: dlclose unmaps them unseen.
+    const void* in_libc = reinterpret_cast<const void*>(&getpid);
+    remember_now(in_libc);
+    k.expect(!hpc::contains(in_libc), "a shared object's page is not remembered");
     // Released: forgotten, also by a range that only overlaps the page.
     remember_now(a + 4096);
     k.expect(hpc::contains(a + 4096), "second page remembered");
@@ -902,13 +915,15 @@ int run_rank_page_cache_rules(int, gpucoll_bootstrap_t&) {
     // Off: nothing remembered, nothing kept.
     remember_now(a);
     k.expect(hpc::contains(a), "remembered again");
-    hpc::set_enabled(false);
+    hpc::set_mode(hpc::Mode::Off);
     k.expect(!hpc::contains(a), "turned off: forgotten");
     remember_now(a);
     k.expect(!hpc::contains(a), "turned off: not remembered");
-    hpc::set_enabled(true);
+    hpc::set_mode(hpc::Mode::Auto);
     const hpc::Stats s = hpc::stats();
-    k.expect(s.watching && s.remembered >= 3 && s.refused >= 3 && s.forgotten >= 2, "stats");
+    k.expect(s.watching && s.remembered == 5 && s.refused == 6 && s.forgotten == 2,
+             "stats: 5 kept, 6 refused (the start, stale, PROT_NONE twice, libc twice), 2 "
+             "forgotten");
     munmap(a, 4 * 4096);
     munmap(none, 4096);
     return k.failures;
@@ -918,9 +933,55 @@ TEST(HostPageCache, RemembersReadablePagesUntilReleased) {
     EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_rules), 0);
 }
 
+// More buffers than slots: after kThrashEvictions evictions in a row the
+// cache keeps nothing for kThrashBackoff queries (each kept page costs a
+// system call); and a probe that fails forgets everything for good.
+int run_rank_page_cache_thrash_and_probe(int, gpucoll_bootstrap_t&) {
+    Expect k;
+    hpc::set_watcher(kFakeWatcher);
+    constexpr size_t kPages = 4096;
+    char* a = static_cast<char*>(map_pages(kPages));
+    k.expect(a != nullptr, "mmap");
+    // Pages of a that share one slot.
+    std::vector<char*> same;
+    const size_t want =
+        gpucoll::host_page_cache::detail::slot_of(reinterpret_cast<uintptr_t>(a) >> 12);
+    for (size_t i = 0; i < kPages && same.size() < hpc::kThrashEvictions + 2; ++i) {
+        char* p = a + i * 4096;
+        if (gpucoll::host_page_cache::detail::slot_of(reinterpret_cast<uintptr_t>(p) >> 12) == want)
+            same.push_back(p);
+    }
+    k.expect(same.size() == hpc::kThrashEvictions + 2, "enough colliding pages");
+    remember_now(same[0]);
+    for (int i = 1; i <= hpc::kThrashEvictions; ++i) hpc::remember(same[i], hpc::generation());
+    hpc::Stats s = hpc::stats();
+    k.expect(s.evicted == hpc::kThrashEvictions && s.backing_off, "thrashing detected");
+    hpc::remember(same[hpc::kThrashEvictions + 1], hpc::generation());
+    k.expect(!hpc::contains(same[hpc::kThrashEvictions + 1]), "backing off: not kept");
+    for (int i = 0; i < hpc::kThrashBackoff; ++i) hpc::remember(a, hpc::generation());
+    k.expect(!hpc::stats().backing_off, "the back-off ends");
+    // The probe runs every kReprobeEvery pages kept; when it fails,
+    // everything is forgotten and nothing more is kept.
+    const int probes = g_fake_probes;
+    for (uint64_t i = 0; i < hpc::kReprobeEvery; ++i) hpc::remember(a, hpc::generation());
+    k.expect(g_fake_probes > probes, "probed again");
+    k.expect(hpc::contains(a), "kept while the probe passes");
+    g_fake_still_reported = false;
+    for (uint64_t i = 0; i < hpc::kReprobeEvery; ++i) hpc::remember(a, hpc::generation());
+    k.expect(!hpc::stats().watching && !hpc::contains(a), "a failed probe forgets everything");
+    remember_now(a);
+    k.expect(!hpc::contains(a), "and keeps nothing more");
+    munmap(a, kPages * 4096);
+    return k.failures;
+}
+
+TEST(HostPageCache, BacksOffWhenThrashingAndStopsWhenAProbeFails) {
+    EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_thrash_and_probe), 0);
+}
+
 int run_rank_page_cache_without_watcher(int, gpucoll_bootstrap_t&) {
     Expect k;
-    hpc::set_watcher(nullptr);
+    hpc::set_watcher(hpc::Watcher{});
     char* a = static_cast<char*>(map_pages(1));
     remember_now(a);
     k.expect(!hpc::contains(a), "no watcher: nothing is remembered");
@@ -935,19 +996,10 @@ TEST(HostPageCache, NothingIsRememberedWithoutAWatcher) {
 
 // UCX's memory hooks report every way a remembered page can go: munmap,
 // the free() of a large malloc (inside the C library), mremap, a MAP_FIXED
-// mmap over it, shmdt. Under ASan the allocator unmaps by system call, which
-// UCX does not see: the watcher must refuse to start there.
-int run_rank_page_cache_ucx(int, gpucoll_bootstrap_t&) {
-    Expect k;
-    hpc::set_watcher(&gpucoll::inter::watch_unmaps);
+// mmap over it, shmdt.
+void check_ucx_hooks_forget(Expect& k) {
     char* a = static_cast<char*>(map_pages(1));
     remember_now(a);
-#ifdef GPUCOLL_ADDRESS_SANITIZER
-    k.expect(!hpc::stats().watching, "ASan: the watcher refused (its free() unmaps unseen)");
-    k.expect(!hpc::contains(a), "ASan: nothing remembered");
-    return k.failures;
-#endif
-    k.expect(hpc::stats().watching, "UCX's memory hooks installed and probed");
     k.expect(hpc::contains(a), "remembered");
     munmap(a, 4096);
     k.expect(!hpc::contains(a), "munmap forgets it");
@@ -982,12 +1034,53 @@ int run_rank_page_cache_ucx(int, gpucoll_bootstrap_t&) {
     k.expect(hpc::contains(shm), "shared memory remembered");
     shmdt(shm);
     k.expect(!hpc::contains(shm), "shmdt forgets it");
+}
+
+// Auto rides on the hooks UCX installed (UCX 1.13 patches glibc's munmap
+// as soon as libucm is loaded, which libgpucoll links: they are always there
+// for it; the probe decides), here with UCX's transport started as well;
+// with mode on, gpucoll installs them if nobody has. Under ASan the
+// allocator unmaps by system call, unseen by UCX: the probe must refuse to
+// start there.
+int run_rank_page_cache_ucx(bool install) {
+    Expect k;
+    std::unique_ptr<gpucoll::inter::Transport> t;
+    if (!install) {
+        use_tcp_loopback();
+        k.expect(gpucoll::inter::Transport::create(false, "lo", &t) == GPUCOLL_SUCCESS,
+                 "transport (installs UCX's memory hooks)");
+    }
+    hpc::set_mode(install ? hpc::Mode::Install : hpc::Mode::Auto);
+    hpc::set_watcher(kUcxWatcher);
+    char* a = static_cast<char*>(map_pages(1));
+    remember_now(a);
+    const bool watching = hpc::stats().watching;
+    munmap(a, 4096);
+#ifdef GPUCOLL_ADDRESS_SANITIZER
+    k.expect(!watching, "ASan: the probe refused (its free() unmaps unseen)");
+    return k.failures;
+#endif
+    k.expect(watching, "UCX's memory hooks report unmaps");
+    if (!watching) return k.failures;
+    k.expect(gpucoll::inter::unmaps_still_reported(), "the probe passes again");
+    check_ucx_hooks_forget(k);
     return k.failures;
 }
 
-TEST(HostPageCache, UcxMemoryHooksForgetUnmappedPages) {
+TEST(HostPageCache, AutoUsesTheHooksOfUcxsTransport) {
 #ifndef GPUCOLL_HAVE_UCX
     GTEST_SKIP() << "built without UCX: no watcher, nothing is remembered";
 #endif
-    EXPECT_EQ(ForkGroup::run(1, 60, run_rank_page_cache_ucx), 0);
+    EXPECT_EQ(ForkGroup::run(
+                  1, 60, [](int, gpucoll_bootstrap_t&) { return run_rank_page_cache_ucx(false); }),
+              0);
+}
+
+TEST(HostPageCache, OnInstallsUcxHooksThatForgetUnmappedPages) {
+#ifndef GPUCOLL_HAVE_UCX
+    GTEST_SKIP() << "built without UCX: no watcher, nothing is remembered";
+#endif
+    EXPECT_EQ(ForkGroup::run(
+                  1, 60, [](int, gpucoll_bootstrap_t&) { return run_rank_page_cache_ucx(true); }),
+              0);
 }

@@ -89,6 +89,10 @@ GPUCOLL_EXPORT const char* gpucoll_last_error(void);
  * nobody has (at the first page remembered). Call before the backend is
  * chosen. */
 GPUCOLL_EXPORT void gpucoll_set_host_cache(int mode);
+/* What the host page cache did in this process: pages kept, answers not
+ * kept (unreadable, a shared object's, stale), and whether unmaps are
+ * reported (1) or not (0: nothing is kept). NULL arguments are skipped. */
+GPUCOLL_EXPORT void gpucoll_host_cache_stats(uint64_t* kept, uint64_t* refused, int* watching);
 
 /* GPUs of the active backend this process can use (emu: 1); 0 without one. */
 GPUCOLL_EXPORT int gpucoll_device_count(void);

@@ -255,6 +255,14 @@ int main(int argc, char** argv) {
             fflush(stdout);
         }
     }
+    if (rank == 0) {
+        uint64_t kept = 0, refused = 0;
+        int watching = 0;
+        gpucoll_host_cache_stats(&kept, &refused, &watching);
+        printf("# host page cache (rank 0): %s, %llu pages kept, %llu answers not kept\n",
+               watching ? "unmaps reported" : "not in use", (unsigned long long)kept,
+               (unsigned long long)refused);
+    }
     int any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, off);
 

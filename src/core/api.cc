@@ -94,6 +94,13 @@ void gpucoll_set_host_cache(int mode) {
                                                    : Mode::Install);
 }
 
+void gpucoll_host_cache_stats(uint64_t* kept, uint64_t* refused, int* watching) {
+    const gpucoll::host_page_cache::Stats s = gpucoll::host_page_cache::stats();
+    if (kept != nullptr) *kept = s.remembered;
+    if (refused != nullptr) *refused = s.refused;
+    if (watching != nullptr) *watching = s.watching ? 1 : 0;
+}
+
 const char* gpucoll_version(void) { return PACKAGE_VERSION; }
 
 const char* gpucoll_last_error(void) { return gpucoll::last_error(); }

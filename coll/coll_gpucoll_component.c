@@ -37,7 +37,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .verbose = 0,
     .algorithm = {GPUCOLL_ALGO_AUTO},
     .uniform_memory = false,
-    .host_cache = -1,
+    .host_cache = 0, /* off until checked on a GPU */
     .device_flags = GPUCOLL_FLAGS_AUTO,
     .host_pipeline = -1,
     .progress_thread = -1,
@@ -188,11 +188,12 @@ static const gpucoll_param_t gpucoll_params[] = {
      "cuda: remember the host pages the driver said it does not know (large malloc'd or "
      "mmap'd host buffers, such as the OSU benchmarks'), so that a collective on host buffers "
      "does not ask the driver about them at every call (about 0.2 us per buffer). A page is "
-     "forgotten before it is unmapped, as UCX's memory hooks report (unmaps by raw system call "
-     "and by the dynamic loader are not seen: pages of shared objects are never remembered). "
-     "auto: only where UCX's hooks are installed already (Open MPI's pml ucx, gpucoll between "
-     "nodes) and a probe sees them report; on: install them if nobody has (at the first page; "
-     "they patch mmap/munmap for the whole process); off: ask the driver at every call. No "
+     "forgotten when UCX's memory hooks report it is about to be unmapped (unmaps by raw "
+     "system call are not seen; pages of shared objects are never remembered). auto: with "
+     "UCX's hooks as they are installed (UCX 1.13 installs them when its libucm is loaded), "
+     "if a probe sees them report a munmap, a MAP_FIXED mmap, an mremap and a free(); on: "
+     "install them if nobody has (at the first page; they patch mmap/munmap for the whole "
+     "process); off (the default until checked on a GPU): ask the driver at every call. No "
      "effect on emu.",
      MCA_BASE_VAR_TYPE_INT, gpucoll_auto_off_on_values, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.host_cache},

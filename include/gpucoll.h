@@ -81,13 +81,13 @@ GPUCOLL_EXPORT const char* gpucoll_last_error(void);
  * ------------------------------------------------------------------------- */
 
 /* Host pages the backend's driver said it does not know (cuda: large
- * malloc'd or mmap'd host buffers) are remembered, so that the next query
- * of a pointer there costs no driver call, while UCX's memory hooks report
- * every unmap. mode 0: off (forgets what was remembered); 1 (the default):
- * only with hooks that UCX already installed (Open MPI's pml ucx, or
- * gpucoll's own transport between nodes); 2: installs UCX's hooks if
- * nobody has (at the first page remembered). Call before the backend is
- * chosen. */
+ * malloc'd or mmap'd host buffers) can be remembered, so that the next
+ * query of a pointer there costs no driver call, while UCX's memory hooks
+ * report every unmap. mode 0 (the default, until checked on a GPU): off,
+ * and forgets what was remembered; 1: with UCX's hooks as they are
+ * installed (UCX 1.13 installs them when libucm is loaded), if a probe sees
+ * them report; 2: installs them if nobody has (at the first page). Call
+ * before the backend is chosen. */
 GPUCOLL_EXPORT void gpucoll_set_host_cache(int mode);
 /* What the host page cache did in this process: pages kept, answers not
  * kept (unreadable, a shared object's, stale), and whether unmaps are

@@ -18,7 +18,7 @@ using detail::g_slots;
 using detail::kPending;
 
 std::atomic<uint64_t> g_generation{1};
-std::atomic<Mode> g_mode{Mode::Auto};
+std::atomic<Mode> g_mode{Mode::Off};  // until checked on a GPU
 std::atomic<uint64_t> g_remembered{0}, g_refused{0}, g_forgotten{0}, g_evicted{0};
 std::atomic<uint64_t> g_kept_since_probe{0};
 std::atomic<int> g_evictions_in_a_row{0}, g_backoff{0};
@@ -77,6 +77,15 @@ bool in_shared_object(const void* p) {
     return dladdr(p, &info) != 0 && info.dli_fbase != nullptr;
 }
 
+uintptr_t system_page_bytes() {
+    static const uintptr_t bytes = [] {
+        const long b = sysconf(_SC_PAGESIZE);
+        // A power of two of at least 4 KiB, else 4 KiB.
+        return b >= 4096 && (b & (b - 1)) == 0 ? static_cast<uintptr_t>(b) : uintptr_t{4096};
+    }();
+    return bytes;
+}
+
 // More buffers than slots: every kept page evicts another, and each costs
 // a system call. After kThrashEvictions in a row, keep nothing for a while.
 void count_eviction(uintptr_t old, uintptr_t key) {
@@ -109,10 +118,8 @@ uint64_t generation() { return g_generation.load(std::memory_order_seq_cst); }
 
 void remember(const void* p, uint64_t before) {
     if (p == nullptr || mode() == Mode::Off) return;
-    if (g_backoff.load(std::memory_order_relaxed) > 0) {
-        g_backoff.fetch_sub(1, std::memory_order_relaxed);
-        return;
-    }
+    for (int left = g_backoff.load(std::memory_order_relaxed); left > 0;)
+        if (g_backoff.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return;
     bool installed_now = false;
     if (!watching(&installed_now) || installed_now || in_shared_object(p) || !readable(p)) {
         g_refused.fetch_add(1, std::memory_order_relaxed);
@@ -123,8 +130,9 @@ void remember(const void* p, uint64_t before) {
     std::atomic<uintptr_t>& slot = g_slots[detail::slot_of(page)];
     // Stored as pending (contains() does not match it) until the generation
     // says no unmap was reported since the driver was asked: released()
-    // bumps the generation before it scans, so either it sees (and clears)
-    // the pending key or this sees the new generation.
+    // bumps the generation before it scans, so either this sees the new
+    // generation, or the scan finds the key, pending or kept, and clears it
+    // (retrying if this turned it from pending to kept meanwhile).
     const uintptr_t old = slot.exchange(key | kPending, std::memory_order_seq_cst);
     uintptr_t expected = key | kPending;
     if (g_generation.load(std::memory_order_seq_cst) != before || mode() == Mode::Off ||
@@ -145,19 +153,27 @@ void remember(const void* p, uint64_t before) {
 void released(const void* p, size_t bytes) {
     g_generation.fetch_add(1, std::memory_order_seq_cst);
     if (bytes == 0) return;
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) >> detail::kPageShift;
-    const uintptr_t last = reinterpret_cast<uintptr_t>(p) + (bytes - 1);
-    const uintptr_t hi = last < reinterpret_cast<uintptr_t>(p)
-                             ? UINTPTR_MAX >> detail::kPageShift  // wraps
-                             : last >> detail::kPageShift;
+    // The kernel unmaps whole pages of its own size (64 KiB on some arm64
+    // kernels): widen the range to them.
+    const uintptr_t system_page = system_page_bytes();
+    const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~(system_page - 1);
+    uintptr_t last = reinterpret_cast<uintptr_t>(p) + (bytes - 1);
+    if (last < reinterpret_cast<uintptr_t>(p)) last = UINTPTR_MAX;  // wraps
+    last |= system_page - 1;
+    const uintptr_t lo = first >> detail::kPageShift, hi = last >> detail::kPageShift;
     for (std::atomic<uintptr_t>& slot : g_slots) {
         uintptr_t key = slot.load(std::memory_order_seq_cst);
-        if (key == 0) continue;
-        const uintptr_t page = (key & ~kPending) - 1;
-        if (page < lo || page > hi) continue;
-        if (slot.compare_exchange_strong(key, 0, std::memory_order_seq_cst) &&
-            (key & kPending) == 0)
-            g_forgotten.fetch_add(1, std::memory_order_relaxed);
+        // A failed exchange reloads key: a pending store that became kept
+        // meanwhile (remember() passed its check before the generation
+        // moved) must be cleared too.
+        while (key != 0) {
+            const uintptr_t page = (key & ~kPending) - 1;
+            if (page < lo || page > hi) break;
+            if (slot.compare_exchange_weak(key, 0, std::memory_order_seq_cst)) {
+                if ((key & kPending) == 0) g_forgotten.fetch_add(1, std::memory_order_relaxed);
+                break;
+            }
+        }
     }
 }
 

@@ -5,20 +5,23 @@
 // as the OSU benchmarks' (both buffers of a call: about +0.5 us per call).
 //
 // A page stays host memory until it is unmapped (munmap, mremap, a MAP_FIXED
-// mmap over it, madvise, shmdt, a brk shrink): only then could the driver
-// put device memory there. So pages are kept only while something reports
-// the process's unmaps (the watcher: UCX's memory hooks, the ones UCX's
-// registration cache relies on), and only while a probe says it still does
-// (at the start, and again every kReprobeEvery pages kept). Nothing is kept
-// without a watcher; every query then goes to the driver, as before.
+// mmap over it, shmdt, a brk shrink): only then could the driver put device
+// memory there. So pages are kept only while something reports the
+// process's unmaps (the watcher: UCX's memory hooks, the ones UCX's
+// registration cache relies on; they report madvise too, which only
+// forgets a page early), and only while a probe says it does (at the
+// start, and again every kReprobeEvery pages kept: a library that patches
+// munmap after that, while no new page is kept, goes unnoticed). Nothing is
+// kept without a watcher; every query then goes to the driver, as before.
 //
 // A page is kept only when, at the time of the query, it is readable (a
 // range the driver reserved but has not allocated yet is neither known to
 // it nor readable) and not part of a loaded shared object (dlclose unmaps
 // with the dynamic loader's own munmap, which no hook sees), and only if no
 // unmap was reported while the driver was being asked. Not covered: an unmap
-// by raw system call, and a pointer queried while another thread unmaps it
-// (the application frees memory that it passes to a collective).
+// by raw system call, a pointer queried while another thread unmaps it (the
+// application frees memory that it passes to a collective), and a fork
+// while another thread probes (the child inherits a held lock).
 #pragma once
 
 #include <atomic>
@@ -28,8 +31,8 @@
 namespace gpucoll::host_page_cache {
 
 enum class Mode {
-    Off,      // nothing kept; every query asks the driver
-    Auto,     // kept while hooks that UCX already installed report unmaps
+    Off,      // nothing kept; every query asks the driver (the default)
+    Auto,     // kept while UCX's hooks, as installed, report unmaps
     Install,  // the same, installing UCX's hooks if nobody has (at the first page)
 };
 

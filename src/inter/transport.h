@@ -101,12 +101,12 @@ constexpr uint64_t kTagMatchControl = (~uint64_t{0} << (kTagSeqBits + kTagStepBi
                                       (uint64_t{kControlStep} << kTagSrcBits);
 
 // Calls released(p, bytes) before every range of this process's memory is
-// unmapped (munmap, mremap, a MAP_FIXED mmap, madvise, shmdt, a brk shrink,
-// from any thread and from inside free()): UCX's memory hooks. install:
+// unmapped (munmap, mremap, a MAP_FIXED mmap, shmdt, a brk shrink, from any
+// thread and from inside free(); madvise too): UCX's memory hooks. install:
 // install them if nobody has (they stay installed, also when the probe
-// then fails); else only hooks already installed (Open MPI's pml/osc ucx,
-// gpucoll's transport between nodes) report. True once a probe saw a
-// munmap, a MAP_FIXED mmap, an mremap and the free() of a large malloc
+// then fails); else only hooks already installed report (UCX 1.13's libucm
+// installs them when it is loaded). True once a probe, on this thread, saw
+// a munmap, a MAP_FIXED mmap, an mremap and the free() of a large malloc
 // reported. False where that cannot be had: built without UCX, UCX's memory
 // events off (UCX_MEM_EVENTS=no), no hooks installed and install false, an
 // allocator that unmaps by system call (ASan's), a UCX that does not report

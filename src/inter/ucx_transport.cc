@@ -3,6 +3,7 @@
 // operation, device pointers reach UCX only when it reports CUDA support,
 // and the worker is never progressed from inside a UCX callback).
 #include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
@@ -267,15 +268,22 @@ constexpr int kProbes = 4;
 std::atomic<uintptr_t> g_probe_at[kProbes];
 std::atomic<bool> g_probe_seen[kProbes];
 std::mutex g_probe_mutex;  // one probe at a time
+// The probing thread: only its own unmaps count (another thread may map
+// and unmap the address between the probe's unmap and its disarm).
+std::atomic<pthread_t> g_prober{};
+std::atomic<bool> g_probing{false};
 
 void on_unmap(ucm_event_type_t type, ucm_event_t* event, void*) {
     if (type != UCM_EVENT_VM_UNMAPPED) return;
     const auto lo = reinterpret_cast<uintptr_t>(event->vm_unmapped.address);
     const size_t bytes = event->vm_unmapped.size;
-    for (int i = 0; i < kProbes; ++i) {
-        const uintptr_t at = g_probe_at[i].load(std::memory_order_relaxed);
-        if (at != 0 && at >= lo && at - lo < bytes)
-            g_probe_seen[i].store(true, std::memory_order_relaxed);
+    if (g_probing.load(std::memory_order_acquire) &&
+        pthread_equal(g_prober.load(std::memory_order_relaxed), pthread_self())) {
+        for (int i = 0; i < kProbes; ++i) {
+            const uintptr_t at = g_probe_at[i].load(std::memory_order_relaxed);
+            if (at != 0 && at >= lo && at - lo < bytes)
+                g_probe_seen[i].store(true, std::memory_order_relaxed);
+        }
     }
     if (auto released = g_released.load(std::memory_order_acquire))
         released(event->vm_unmapped.address, bytes);
@@ -292,8 +300,17 @@ void disarm(int i) { g_probe_at[i].store(0); }
 // of a large malloc (inside the C library: seen only where UCX patched
 // munmap itself or replaced malloc; not for an allocator that unmaps by
 // system call, as ASan's).
+bool probe_locked();
 bool probe() {
     std::lock_guard lock(g_probe_mutex);
+    g_prober.store(pthread_self(), std::memory_order_relaxed);
+    g_probing.store(true, std::memory_order_release);
+    const bool ok = probe_locked();
+    g_probing.store(false, std::memory_order_release);
+    return ok;
+}
+
+bool probe_locked() {
     constexpr size_t kPage = 4096, kLarge = size_t{64} << 20;  // above malloc's mmap threshold
     bool ok = true;
     auto* m = static_cast<char*>(
@@ -331,9 +348,9 @@ bool probe() {
 bool watch_unmaps(void (*released)(const void* p, size_t bytes), bool install) {
     void (*none)(const void*, size_t) = nullptr;
     if (released == nullptr || !g_released.compare_exchange_strong(none, released)) return false;
-    // Without install, only hooks that someone installed already (Open MPI's
-    // pml/osc ucx, gpucoll's own transport between nodes) report anything:
-    // the probe tells.
+    // Without install, only hooks that are installed already report
+    // anything (UCX 1.13's libucm patches munmap when it is loaded; other
+    // versions may wait for ucp_init or an install): the probe tells.
     const int events = UCM_EVENT_VM_UNMAPPED | (install ? 0 : UCM_EVENT_FLAG_NO_INSTALL);
     if (ucm_set_event_handler(events, -1, on_unmap, nullptr) != UCS_OK) {
         g_released.store(nullptr);

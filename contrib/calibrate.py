@@ -460,6 +460,14 @@ def set_keys(text, values):
                 continue
             line = f"{key} = {text_of(values[key])}"
         out.append(line)
+    # A group's comment whose keys were all dropped (a starting file's, not measured
+    # now) goes too, with the blank line before it: new keys of the group get their own.
+    for pattern, help_text in GROUP_HELP.items():
+        if any(re.match(pattern + r"\s*=", line) for line in out):
+            continue
+        for i in reversed(range(len(out))):
+            if out[i] == f"# {help_text}":
+                del out[i - 1 if i > 0 and out[i - 1] == "" else i:i + 1]
     # A file names only the rank counts measured: their keys go after the values
     # measured at 2 ranks (host.*) or the generic one (oversubscribed_sync_us).
     for pattern, after in PER_COUNT_KEYS:

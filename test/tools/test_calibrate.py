@@ -16,6 +16,7 @@ Needs GPUCOLL_SRCDIR and GPUCOLL_BUILDDIR (part 3).
 """
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -203,6 +204,36 @@ class LoadSaved(unittest.TestCase):
             for key in ("sync_us", "call_overhead_us", "oversubscribed_sync_us",
                         "algo.np4.allreduce.ring.table_us", "algo.np2.bcast.chain.table_us"):
                 self.assertEqual(fitted[key], p[key], key)
+
+    def test_group_comment_follows_its_keys(self):
+        # A starting file (an earlier output) whose only algorithm tables are dropped now:
+        # their group comment goes with them, and the tables measured now get one, once.
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = os.path.join(tmp, "plain.params")
+            self.assertEqual(self.load(MINI, "-o", plain).returncode, 0)
+            with open(plain) as f:
+                lines = f.read().splitlines()
+            marker = "# an accelerated algorithm on one node"
+            self.assertEqual(sum(line.startswith(marker) for line in lines), 1)
+            start_lines = []
+            for line in lines:
+                if re.match(r"algo\.np[2-8]\.", line):
+                    continue  # the measured tables out...
+                start_lines.append(line)
+                if line.startswith(marker):  # ...and one this run does not measure in
+                    start_lines.append("algo.np3.allreduce.ring.table_us = 8:1000")
+            start = os.path.join(tmp, "start.params")
+            with open(start, "w") as f:
+                f.write("\n".join(start_lines) + "\n")
+            out = os.path.join(tmp, "out.params")
+            res = self.load(MINI, "--preset", start, "-o", out)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            with open(out) as f:
+                got = f.read().splitlines()
+            self.assertNotIn("algo.np3.allreduce.ring.table_us = 8:1000", got)
+            at = [i for i, line in enumerate(got) if line.startswith(marker)]
+            self.assertEqual(len(at), 1, "the group's comment once")
+            self.assertRegex(got[at[0] + 1], r"^algo\.np[2-8]\.\w+\.\w+\.table_us = ")
 
     def test_load_and_save_refused(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -5,6 +5,7 @@
 // failure without a GPU is checked everywhere.
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +20,9 @@
 #include "common/status.h"
 #include "device/cuda/cuda_pool.h"
 #include "device/device.h"
+#include "device/host_page_cache.h"
 #include "device_conformance.h"
+#include "inter/transport.h"
 #include "reduce_reference.h"
 
 extern char** environ;
@@ -279,6 +282,50 @@ TEST_F(CudaBackend, Reduce64MBThroughput) {
     EXPECT_EQ(reference::compare(GPUCOLL_FLOAT, expected.data(), download(dst.get(), kBytes).data(),
                                  kCount),
               "");
+}
+
+// ---- host pages the driver does not know (host_page_cache) --------------------------------
+
+// With the cache on (mode on: UCX's hooks installed if needed), plain host
+// memory outside the heap is kept after one query; device memory, pool
+// memory, pinned memory and what cudaFree/cudaFreeAsync/cudaFreeHost gave
+// back are never kept; and device memory allocated after those frees, at
+// whatever address the driver picks, still reads as device memory. A kept
+// page that later held device memory would send it down Open MPI's host
+// path: this is the check the cache waits for before it is on by default.
+TEST_F(CudaBackend, HostPageCacheKeepsOnlyPlainHostMemory) {
+    namespace hpc = gpucoll::host_page_cache;
+    hpc::set_watcher({&gpucoll::inter::watch_unmaps, &gpucoll::inter::unmaps_still_reported});
+    hpc::set_mode(hpc::Mode::Install);
+    constexpr size_t kBytes = size_t{1} << 20;
+    void* host = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(host, MAP_FAILED);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(dev_->memory_type(host), GPUCOLL_MEM_HOST);
+    EXPECT_TRUE(hpc::stats().watching) << "UCX's memory hooks did not pass the probe";
+    EXPECT_TRUE(hpc::contains(host)) << "plain host memory was not kept";
+    munmap(host, kBytes);
+    EXPECT_FALSE(hpc::contains(host)) << "kept after munmap";
+
+    void* pinned = nullptr;
+    ASSERT_DEV_OK(dev_->alloc_host(&pinned, kBytes));
+    EXPECT_EQ(dev_->memory_type(pinned), GPUCOLL_MEM_HOST);
+    EXPECT_FALSE(hpc::contains(pinned)) << "pinned memory kept";
+    ASSERT_DEV_OK(dev_->free_host(pinned));
+    (void)dev_->memory_type(pinned);  // whatever the answer, what follows must hold
+
+    for (int i = 0; i < 32; ++i) {
+        void* d = nullptr;
+        const bool pool = i % 2 == 1;
+        ASSERT_DEV_OK(pool ? gpucoll::cuda::alloc_pool_memory(&d, kBytes << (i % 3))
+                           : dev_->alloc(&d, kBytes << (i % 3)));
+        EXPECT_EQ(dev_->memory_type(d), GPUCOLL_MEM_DEVICE) << "allocation " << i << " at " << d;
+        EXPECT_FALSE(hpc::contains(d)) << "device memory kept: " << d;
+        ASSERT_DEV_OK(pool ? gpucoll::cuda::free_pool_memory(d) : dev_->free(d));
+        // A collective on a dangling pointer (count 0 is legal MPI) asks too.
+        (void)dev_->memory_type(d);
+        EXPECT_FALSE(hpc::contains(d)) << "freed device memory kept: " << d;
+    }
+    hpc::set_mode(hpc::Mode::Off);
 }
 
 // ---- IPC ----------------------------------------------------------------------------------

@@ -326,6 +326,19 @@ static inline bool mca_coll_gpucoll_is_device(const void* p) {
     return NULL != p && MPI_IN_PLACE != p && GPUCOLL_MEM_DEVICE == gpucoll_mem_type(p);
 }
 
+/* MPI_BOTTOM (NULL in Open MPI) with a datatype of absolute addresses: the
+ * address of the first element's first byte, the one to classify (NULL when
+ * count elements touch nothing, or at address 0). Out of line: the host
+ * path only tests for NULL. */
+const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* dtype);
+
+/* The address that tells where buf's data lies: buf, or for MPI_BOTTOM the
+ * datatype's first byte. */
+static inline const void* mca_coll_gpucoll_data_at(const void* buf, size_t count,
+                                                   const struct ompi_datatype_t* dtype) {
+    return NULL != buf ? buf : mca_coll_gpucoll_bottom(count, dtype);
+}
+
 /* Per collective: the buffers of this rank that the staged path copies
  * (coll_gpucoll_describe.c); the arguments are the collective's own. */
 int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,

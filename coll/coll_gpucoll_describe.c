@@ -104,7 +104,11 @@ static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
                     const gpucoll_extent_t* e, bool read, const gpucoll_extent_t* written) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     *s = (mca_coll_gpucoll_sbuf_t){.user = (char*)user, .host = (char*)user};
-    s->device = mca_coll_gpucoll_is_device(user);
+    /* MPI_BOTTOM: the datatype's addresses are absolute, the span's first
+     * byte tells where the data lie */
+    s->device = mca_coll_gpucoll_is_device(NULL != user ? user
+                                           : e->any     ? (void*)(uintptr_t)e->lo
+                                                        : NULL);
     if (!s->device) return false;
     if (e->any) {
         s->lo = e->lo;
@@ -123,6 +127,10 @@ static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
 static void begin(mca_coll_gpucoll_staging_t* c, gpucoll_coll_t coll) {
     *c = (mca_coll_gpucoll_staging_t){.coll = coll};
 }
+
+/* Before its extent is known: NULL may be MPI_BOTTOM, whose datatype holds
+ * device addresses. */
+static bool maybe_device(const void* p) { return NULL == p || mca_coll_gpucoll_is_device(p); }
 
 /* A buffer that is not significant on this rank: host pointers pass
  * through, a device pointer becomes NULL (the host module must never get
@@ -295,8 +303,7 @@ int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const vo
                                          struct ompi_datatype_t* rdtype,
                                          struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLGATHERV);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r = extent_v(remote_or_local_size(comm), rcounts, displs, rdtype);
     send_block(c, sbuf, (size_t)scount, sdtype);
@@ -324,8 +331,7 @@ int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const voi
                                         struct ompi_datatype_t* rdtype,
                                         struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALLV);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     const int n = remote_or_local_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r = extent_v(n, rcounts, rdispls, rdtype);
@@ -346,8 +352,7 @@ int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const voi
                                         struct ompi_datatype_t* const* rdtypes,
                                         struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALLW);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     const int n = remote_or_local_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t r = extent_w(n, rcounts, rdispls, rdtypes);
@@ -402,7 +407,7 @@ int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void*
                                       struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_GATHERV);
     gpucoll_extent_t r = {0};
-    if (is_root(root, comm) && mca_coll_gpucoll_is_device(rbuf))
+    if (is_root(root, comm) && maybe_device(rbuf))
         r = extent_v(remote_or_local_size(comm), rcounts, displs, rdtype);
     return describe_gather_common(c, sbuf, scount, sdtype, rbuf, &r, root, comm);
 }
@@ -448,7 +453,7 @@ int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void
                                        struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_SCATTERV);
     gpucoll_extent_t s = {0};
-    if (is_root(root, comm) && mca_coll_gpucoll_is_device(sbuf))
+    if (is_root(root, comm) && maybe_device(sbuf))
         s = extent_v(remote_or_local_size(comm), scounts, displs, sdtype);
     return describe_scatter_common(c, sbuf, &s, rbuf, rcount, rdtype, root, comm);
 }
@@ -493,8 +498,7 @@ int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, 
                                                  struct ompi_datatype_t* rdtype,
                                                  struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHER);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
     if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
     const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
@@ -510,8 +514,7 @@ int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c,
                                                   struct ompi_datatype_t* rdtype,
                                                   struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHERV);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
     if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
     const gpucoll_extent_t s = extent_block((size_t)scount, sdtype);
@@ -527,8 +530,7 @@ int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, c
                                                 struct ompi_datatype_t* rdtype,
                                                 struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALL);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
     if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
     const gpucoll_extent_t s = extent_block((size_t)out * (size_t)scount, sdtype);
@@ -545,8 +547,7 @@ int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, 
                                                  struct ompi_datatype_t* rdtype,
                                                  struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLV);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
     if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
     const gpucoll_extent_t s = extent_v(out, scounts, sdispls, sdtype);
@@ -563,8 +564,7 @@ int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, 
                                                  struct ompi_datatype_t* const* rdtypes,
                                                  struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW);
-    if (!mca_coll_gpucoll_is_device(sbuf) && !mca_coll_gpucoll_is_device(rbuf))
-        return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
+    if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
     if (0 != neighbors(c, comm, &in, &out)) return MCA_COLL_GPUCOLL_DESCRIBE_ERROR;
     const gpucoll_extent_t s = extent_w_aint(out, scounts, sdispls, sdtypes);

@@ -47,22 +47,26 @@ static inline const void* gpucoll_user_buffer(const void* p) {
         return rc_;                                                                            \
     } while (0)
 
-/* Which of a and b are device memory (adev, bdev), and host buffers, the
- * common case, in one call into the core: when neither is, it posts the
- * decline (peers may wait for it) and counts the call, and we go to the
+/* Which of a and b are device memory (adev, bdev); a and b are where the
+ * buffers' data lie (mca_coll_gpucoll_data_at: for MPI_BOTTOM, in the
+ * datatype). Host buffers, the common case, in one call into the core: when
+ * neither is, it posts the decline (peers may wait for it) and counts the call, and we go to the
  * saved function (sets counted). Before the core was tried, and with
  * verbose output per call (the level may change at run time, MPI_T), the
  * long way: classified here, then GPUCOLL_HOST_FAST_PATH. */
 #define GPUCOLL_CLASSIFY(a, b, coll_id, adev, bdev)                                                \
     do {                                                                                           \
+        const void* at_a_ = (a);                                                                   \
+        const void* at_b_ = (b);                                                                   \
         if (m->host_fast && mca_coll_gpucoll_component.verbose < MCA_COLL_GPUCOLL_VERBOSE_CALL) {  \
             int device_ = 0;                                                                       \
-            int rc_fast_ =                                                                         \
-                gpucoll_comm_host_call(m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(a), \
-                                       gpucoll_user_buffer(b), (coll_id), &device_);               \
+            int rc_fast_ = gpucoll_comm_host_call(                                                 \
+                m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(at_a_),                    \
+                gpucoll_user_buffer(at_b_), (coll_id), &device_);                                  \
             if (GPUCOLL_REBIND == rc_fast_)                                                        \
-                rc_fast_ = mca_coll_gpucoll_host_call_again(                                       \
-                    m, comm, gpucoll_user_buffer(a), gpucoll_user_buffer(b), (coll_id), &device_); \
+                rc_fast_ = mca_coll_gpucoll_host_call_again(m, comm, gpucoll_user_buffer(at_a_),   \
+                                                            gpucoll_user_buffer(at_b_), (coll_id), \
+                                                            &device_);                             \
             if (GPUCOLL_DECLINED == rc_fast_) {                                                    \
                 counted = true;                                                                    \
                 goto delegate;                                                                     \
@@ -72,8 +76,8 @@ static inline const void* gpucoll_user_buffer(const void* p) {
             adev = 0 != (device_ & 1);                                                             \
             bdev = 0 != (device_ & 2);                                                             \
         } else {                                                                                   \
-            adev = is_device(a);                                                                   \
-            bdev = is_device(b);                                                                   \
+            adev = is_device(at_a_);                                                               \
+            bdev = is_device(at_b_);                                                               \
         }                                                                                          \
     } while (0)
 
@@ -118,7 +122,9 @@ static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev, rdev;
-        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLREDUCE, sdev, rdev);
+        GPUCOLL_CLASSIFY(mca_coll_gpucoll_data_at(sbuf, (size_t)count, dtype),
+                         mca_coll_gpucoll_data_at(rbuf, (size_t)count, dtype),
+                         GPUCOLL_COLL_ALLREDUCE, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLREDUCE);
         return allreduce_device(m, comm, sdev, rdev, sbuf, rbuf, count, dtype, op);
     }
@@ -143,7 +149,8 @@ static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtyp
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool dev, unused;
-        GPUCOLL_CLASSIFY(buf, NULL, GPUCOLL_COLL_BCAST, dev, unused);
+        GPUCOLL_CLASSIFY(mca_coll_gpucoll_data_at(buf, (size_t)count, dtype), NULL,
+                         GPUCOLL_COLL_BCAST, dev, unused);
         (void)unused;
         GPUCOLL_HOST_FAST_PATH(dev, GPUCOLL_COLL_BCAST);
         return bcast_device(m, comm, buf, count, dtype, root);
@@ -173,7 +180,9 @@ static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_data
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev, rdev;
-        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_ALLGATHER, sdev, rdev);
+        GPUCOLL_CLASSIFY(mca_coll_gpucoll_data_at(sbuf, (size_t)scount, sdtype),
+                         mca_coll_gpucoll_data_at(rbuf, (size_t)rcount, rdtype),
+                         GPUCOLL_COLL_ALLGATHER, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_ALLGATHER);
         return allgather_device(m, comm, sdev, rdev, sbuf, scount, sdtype, rbuf, rcount, rdtype);
     }
@@ -209,7 +218,10 @@ static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* 
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev, rdev;
-        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER, sdev, rdev);
+        /* MPI_BOTTOM: where the first element would be (counts not summed here) */
+        GPUCOLL_CLASSIFY(mca_coll_gpucoll_data_at(sbuf, 1, dtype),
+                         mca_coll_gpucoll_data_at(rbuf, 1, dtype), GPUCOLL_COLL_REDUCE_SCATTER,
+                         sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER);
         return reduce_scatter_device(m, comm, sdev, rdev, sbuf, rbuf, rcounts, dtype, op);
     }
@@ -237,7 +249,9 @@ static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int r
     bool counted = false;
     if (!mca_coll_gpucoll_in_host(m)) {
         bool sdev, rdev;
-        GPUCOLL_CLASSIFY(sbuf, rbuf, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sdev, rdev);
+        GPUCOLL_CLASSIFY(mca_coll_gpucoll_data_at(sbuf, (size_t)rcount, dtype),
+                         mca_coll_gpucoll_data_at(rbuf, (size_t)rcount, dtype),
+                         GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, sdev, rdev);
         GPUCOLL_HOST_FAST_PATH(sdev || rdev, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK);
         return reduce_scatter_block_device(m, comm, sdev, rdev, sbuf, rbuf, rcount, dtype, op);
     }
@@ -271,8 +285,8 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
          * MPI_PROC_NULL (the rest of the root's group) does neither. */
         const bool inter = OMPI_COMM_IS_INTER(comm);
         bool at_root = inter ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
-        bool sdev = is_device(sbuf);
-        bool rdev = is_device(rbuf);
+        bool sdev = is_device(mca_coll_gpucoll_data_at(sbuf, (size_t)count, dtype));
+        bool rdev = is_device(mca_coll_gpucoll_data_at(rbuf, (size_t)count, dtype));
         if (!at_root && rdev) {
             rbuf = NULL;
             rdev = false;
@@ -327,7 +341,8 @@ static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int coun
                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                      mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    bool idev = is_device(inbuf), iodev = is_device(inoutbuf);
+    bool idev = is_device(mca_coll_gpucoll_data_at(inbuf, (size_t)count, dtype));
+    bool iodev = is_device(mca_coll_gpucoll_data_at(inoutbuf, (size_t)count, dtype));
     if (idev && iodev) {
         int rc = gpucoll_device_reduce_local(inbuf, inoutbuf, count, dtype, op);
         if (GPUCOLL_SUCCESS == rc) return OMPI_SUCCESS;

@@ -47,6 +47,15 @@ void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, pt
     *bytes = (size_t)(last - first);
 }
 
+const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* dtype) {
+    ptrdiff_t lo = 0;
+    size_t bytes = 0;
+    /* The first element's bytes: every element of a valid buffer lies in
+     * the same allocation (and a huge count cannot overflow here). */
+    if (count > 0) mca_coll_gpucoll_span(1, dtype, &lo, &bytes);
+    return 0 == bytes ? NULL : (const void*)(uintptr_t)lo;
+}
+
 /* True when a collective that writes count elements of dtype leaves no byte
  * of their span untouched. */
 bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype) {
@@ -54,6 +63,12 @@ bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dty
 }
 
 static atomic_flag gpucoll_slots_busy = ATOMIC_FLAG_INIT;
+
+/* base + off, in integers: with MPI_BOTTOM, base is NULL and off an
+ * absolute address, and a staged copy's base (copy - lo) lies anywhere. */
+static inline char* gpucoll_at(const char* base, ptrdiff_t off) {
+    return (char*)((uintptr_t)base + (uintptr_t)off);
+}
 
 /* Any host address: what a device buffer with an empty span becomes. */
 static char gpucoll_empty_span[1];
@@ -193,7 +208,7 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
 static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (0 == s->bytes) {
-        s->host = gpucoll_empty_span - s->lo; /* never dereferenced: nothing to touch */
+        s->host = gpucoll_at(gpucoll_empty_span, -s->lo); /* never dereferenced */
         return OMPI_SUCCESS;
     }
     void* p = NULL;
@@ -219,11 +234,16 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
     }
-    s->host = (char*)p - s->lo;
+    s->host = gpucoll_at(p, -s->lo);
     /* the allocation is the one that holds the buffer pointer (classified
      * device memory): with a negative lower bound the span begins below it,
-     * and a lookup there would find none (host memory: unchecked) */
-    if (GPUCOLL_SUCCESS != gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer")) {
+     * and a lookup there would find none (host memory: unchecked); with
+     * MPI_BOTTOM, the one that holds the span's first byte */
+    const int checked = NULL != s->user
+                            ? gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer")
+                            : gpucoll_check_span(gpucoll_at(NULL, s->lo), 0, s->bytes,
+                                                 "device buffer (MPI_BOTTOM)");
+    if (GPUCOLL_SUCCESS != checked) {
         if (!c->refused)
             GPUCOLL_ERROR("%s: %s; %s", gpucoll_coll_name(c->coll), gpucoll_last_error(),
                           GPUCOLL_COLL_REDUCE_LOCAL == c->coll
@@ -249,6 +269,9 @@ static void gpucoll_stage_runs(mca_coll_gpucoll_staging_t* c, int i) {
     if (!s->out_exact || 0 == s->out_bytes || c->refused) return;
     const int rc =
         mca_coll_gpucoll_layout_runs(s->user, &s->out_blocks, &s->runs, &s->nruns, &s->out_covered);
+    /* From the written span's first byte (copy_out's bases): with
+     * MPI_BOTTOM, s->user is NULL and the offsets are addresses. */
+    for (size_t k = 0; OMPI_SUCCESS == rc && k < s->nruns; ++k) s->runs[k].offset -= s->out_lo;
     if (OMPI_SUCCESS == rc && s->out_covered == s->out_bytes) {
         /* No gap after all (a type listing its pieces out of address order
          * is not contiguous, yet covers its span): one copy, not runs. */
@@ -295,10 +318,10 @@ static int gpucoll_copy_in(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (!s->device || 0 == s->bytes) return OMPI_SUCCESS;
     if (c->refused) { /* read nothing past the allocation: zeros instead */
-        memset(s->host + s->lo, 0, s->bytes);
+        memset(gpucoll_at(s->host, s->lo), 0, s->bytes);
         return OMPI_SUCCESS;
     }
-    int rc = gpucoll_memcpy(s->host + s->lo, s->user + s->lo, s->bytes);
+    int rc = gpucoll_memcpy(gpucoll_at(s->host, s->lo), gpucoll_at(s->user, s->lo), s->bytes);
     if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to host", rc);
     c->copied += s->bytes;
     return OMPI_SUCCESS;
@@ -338,8 +361,10 @@ int mca_coll_gpucoll_staging_copy_out(mca_coll_gpucoll_staging_t* c) {
         mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
         if (!s->device || 0 == s->out_bytes) continue;
         int rc = s->out_exact
-                     ? gpucoll_memcpy_runs(s->user, s->host, s->runs, s->nruns)
-                     : gpucoll_memcpy(s->user + s->out_lo, s->host + s->out_lo, s->out_bytes);
+                     ? gpucoll_memcpy_runs(gpucoll_at(s->user, s->out_lo),
+                                           gpucoll_at(s->host, s->out_lo), s->runs, s->nruns)
+                     : gpucoll_memcpy(gpucoll_at(s->user, s->out_lo),
+                                      gpucoll_at(s->host, s->out_lo), s->out_bytes);
         if (GPUCOLL_SUCCESS != rc) return mca_coll_gpucoll_core_error("staging copy to device", rc);
         c->copied += s->out_exact ? s->out_covered : s->out_bytes;
     }

@@ -10,7 +10,11 @@
  *    bcast, allgather (also with different send and receive types of one
  *    signature) and allreduce/reduce/reduce_scatter_block with a user op:
  *    the gaps of receive buffers keep their contents, send buffers are not
- *    modified.
+ *    modified;
+ *  - MPI_BOTTOM with datatypes of absolute addresses (bcast, ibcast,
+ *    allgather, allreduce with a user op): device buffers staged (Open MPI
+ *    would read them as host memory), gaps kept; a datatype over two device
+ *    allocations fails with MPI_ERR_BUFFER on every rank, nothing written.
  * Device buffers: path --expect (default staged); host buffers: delegated.
  *
  * usage: test_userop_ddt [common options]
@@ -610,6 +614,234 @@ static void section_ddt(void) {
     MPI_Type_free(&pad.dt);
 }
 
+/* ------------------------------------------------------------------------
+ * MPI_BOTTOM: datatypes of absolute addresses (MPI_Get_address). Into
+ * device buffers they must be staged, never handed to Open MPI as host
+ * memory (there they would be read by the CPU: a crash on a GPU).
+ * ---------------------------------------------------------------------- */
+
+/* Two blocks of k ints at p and p + 2k ints: a gap of k ints between them
+ * (must keep its contents); extent 3k ints. Absolute displacements. */
+static MPI_Datatype bottom_type(void* p, int k, MPI_Aint* at) {
+    MPI_Get_address(p, at);
+    int lens[2] = {k, k};
+    MPI_Aint displs[2] = {*at, *at + (MPI_Aint)(2 * (size_t)k * sizeof(int))};
+    MPI_Datatype t;
+    MPI_Type_create_hindexed(2, lens, displs, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    return t;
+}
+
+static int bottom_value(int rank, size_t j, uint32_t seed) {
+    return (int)(tu_hash(seed, rank, j) % 100001u) - 50000;
+}
+static int is_gap(size_t j, int k) { return (j / (size_t)k) % 3 == 1; } /* of 3k-int periods */
+
+/* The ints of x (read back) against want(j); gap ints must be unchanged. */
+static void bottom_check(tu_buf_t* x, size_t n, int k, int (*want)(size_t, const void*),
+                         const void* ctx, const char* desc) {
+    tu_buf_read(x);
+    for (size_t j = 0; j < n; j++) {
+        int got, was;
+        memcpy(&got, x->out + x->off + j * sizeof(int), sizeof got);
+        memcpy(&was, x->img + x->off + j * sizeof(int), sizeof was);
+        const int w = is_gap(j, k) ? was : want(j, ctx);
+        if (!TU_CHECK(got == w, "%s: int %zu is %d, want %d%s", desc, j, got, w,
+                      is_gap(j, k) ? " (a gap: unchanged)" : ""))
+            return;
+    }
+    tu_buf_check_unchanged(x, x->off + n * sizeof(int), x->total, "guard", desc);
+}
+
+static void bottom_fill(tu_buf_t* x, size_t n, int rank, uint32_t seed) {
+    for (size_t j = 0; j < n; j++) {
+        int v = bottom_value(rank, j, seed);
+        memcpy(tu_buf_payload(x) + j * sizeof(int), &v, sizeof v);
+    }
+    tu_buf_upload(x);
+}
+
+static unsigned bottom_mask(tu_mem_t mem) {
+    return mem == TU_DEVICE ? TU_PATH_BIT(GPUCOLL_PATH_STAGED) : tu.expect_host;
+}
+
+typedef struct bottom_ctx {
+    int rank; /* bcast: the root */
+    int k;    /* allgather: the block */
+    int size; /* allreduce: the ranks summed */
+    uint32_t seed;
+} bottom_ctx_t;
+static int want_from(size_t j, const void* p) {
+    const bottom_ctx_t* c = p;
+    return bottom_value(c->rank, j, c->seed);
+}
+static int want_gathered(size_t j, const void* p) { /* rank j / 3k's send ints */
+    const bottom_ctx_t* c = p;
+    const size_t period = 3 * (size_t)c->k;
+    return bottom_value((int)(j / period), j % period, c->seed);
+}
+
+static void bottom_bcast(int k, int root, tu_mem_t mem, int nonblocking) {
+    uint32_t seed = g_seed++;
+    char desc[160];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM %sbcast k=%d root=%d %s seed=%u",
+             nonblocking ? "i" : "", k, root, tu_mem_name(mem), seed);
+    const size_t n = 3 * (size_t)k;
+    tu_buf_t x;
+    tu_buf_alloc(&x, mem, n * sizeof(int), 0, seed);
+    if (g_rank == root) bottom_fill(&x, n, root, seed);
+    tu_buf_upload(&x);
+    MPI_Aint at;
+    MPI_Datatype t = bottom_type(x.ptr, k, &at);
+    gpucoll_counters_t before;
+    tu_counters(&before);
+    int rc;
+    if (nonblocking) {
+        MPI_Request req;
+        rc = MPI_Ibcast(MPI_BOTTOM, 1, t, root, MPI_COMM_WORLD, &req);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        rc = MPI_Bcast(MPI_BOTTOM, 1, t, root, MPI_COMM_WORLD);
+    }
+    TU_CHECK(rc == MPI_SUCCESS, "%s: returned %d", desc, rc);
+    if (g_size > 1) tu_check_path(&before, GPUCOLL_COLL_BCAST, bottom_mask(mem), desc);
+    bottom_ctx_t c = {.rank = root, .seed = seed};
+    bottom_check(&x, n, k, want_from, &c, desc);
+    MPI_Type_free(&t);
+    tu_buf_free(&x);
+}
+
+static void bottom_allgather(int k, tu_mem_t mem) {
+    uint32_t seed = g_seed++;
+    char desc[160];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM allgather k=%d %s seed=%u", k, tu_mem_name(mem), seed);
+    const size_t n = 3 * (size_t)k;
+    tu_buf_t s, r;
+    tu_buf_alloc(&s, mem, n * sizeof(int), 0, seed);
+    tu_buf_alloc(&r, mem, n * (size_t)g_size * sizeof(int), 0, seed + 1);
+    bottom_fill(&s, n, g_rank, seed);
+    tu_buf_upload(&r);
+    MPI_Aint sat, rat;
+    MPI_Datatype st = bottom_type(s.ptr, k, &sat), rt = bottom_type(r.ptr, k, &rat);
+    gpucoll_counters_t before;
+    tu_counters(&before);
+    /* both buffers MPI_BOTTOM: rank j's block at the receive type's
+     * addresses plus j extents (3k ints) */
+    int rc = MPI_Allgather(MPI_BOTTOM, 1, st, MPI_BOTTOM, 1, rt, MPI_COMM_WORLD);
+    TU_CHECK(rc == MPI_SUCCESS, "%s: returned %d", desc, rc);
+    tu_check_path(&before, GPUCOLL_COLL_ALLGATHER, bottom_mask(mem), desc);
+    bottom_ctx_t c = {.k = k, .seed = seed};
+    bottom_check(&r, n * (size_t)g_size, k, want_gathered, &c, desc);
+    tu_buf_read(&s);
+    tu_buf_check_unchanged(&s, 0, s.total, "send buffer", desc);
+    MPI_Type_free(&st);
+    MPI_Type_free(&rt);
+    tu_buf_free(&s);
+    tu_buf_free(&r);
+}
+
+/* The reduction of the user op below: sum of the ints the type holds. Its
+ * arguments are base addresses (staged copies minus the type's first
+ * address, Open MPI's temporaries likewise): the ints lie at the type's
+ * displacements from them, this process's g_bottom_at. */
+static MPI_Aint g_bottom_at;
+static int g_bottom_k;
+static void fn_bottom_sum(void* in, void* inout, int* len, MPI_Datatype* dt) {
+    (void)dt;
+    const size_t k = (size_t)g_bottom_k, period = 3 * k;
+    for (int e = 0; e < *len; e++) {
+        for (size_t j = 0; j < period; j++) {
+            if (is_gap(j, g_bottom_k)) continue;
+            const uintptr_t off = (uintptr_t)g_bottom_at + ((size_t)e * period + j) * sizeof(int);
+            int* a = (int*)((uintptr_t)in + off);
+            int* b = (int*)((uintptr_t)inout + off);
+            if (j == 0 && !host_ptrs(a, b)) return;
+            *b += *a;
+        }
+    }
+}
+static int want_sum(size_t j, const void* p) {
+    const bottom_ctx_t* c = p;
+    long v = 0;
+    for (int r = 0; r < c->size; r++) v += bottom_value(r, j, c->seed);
+    return (int)v;
+}
+
+static void bottom_allreduce(int k, tu_mem_t mem) {
+    uint32_t seed = g_seed++;
+    char desc[160];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM allreduce (user op) k=%d %s seed=%u", k,
+             tu_mem_name(mem), seed);
+    const size_t n = 3 * (size_t)k;
+    tu_buf_t x;
+    tu_buf_alloc(&x, mem, n * sizeof(int), 0, seed);
+    bottom_fill(&x, n, g_rank, seed);
+    MPI_Datatype t = bottom_type(x.ptr, k, &g_bottom_at);
+    g_bottom_k = k;
+    MPI_Op op;
+    MPI_Op_create(fn_bottom_sum, 1, &op);
+    gpucoll_counters_t before;
+    tu_counters(&before);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, MPI_BOTTOM, 1, t, op, MPI_COMM_WORLD);
+    TU_CHECK(rc == MPI_SUCCESS, "%s: returned %d", desc, rc);
+    if (g_size > 1) tu_check_path(&before, GPUCOLL_COLL_ALLREDUCE, bottom_mask(mem), desc);
+    bottom_ctx_t c = {.size = g_size, .seed = seed};
+    bottom_check(&x, n, k, want_sum, &c, desc);
+    MPI_Op_free(&op);
+    MPI_Type_free(&t);
+    tu_buf_free(&x);
+}
+
+/* A type whose blocks lie in two device allocations: the staged span would
+ * cross them. Every rank passes one: every rank returns MPI_ERR_BUFFER
+ * and nothing is written. */
+static void bottom_two_allocations(int root) {
+    char desc[120];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM bcast over two device allocations root=%d", root);
+    uint32_t seed = g_seed++;
+    tu_buf_t a, b;
+    tu_buf_alloc(&a, TU_DEVICE, 64 * sizeof(int), 0, seed);
+    tu_buf_alloc(&b, TU_DEVICE, 64 * sizeof(int), 0, seed + 1);
+    tu_buf_upload(&a);
+    tu_buf_upload(&b);
+    MPI_Aint displs[2];
+    MPI_Get_address(a.ptr, &displs[0]);
+    MPI_Get_address(b.ptr, &displs[1]);
+    int lens[2] = {64, 64};
+    MPI_Datatype t;
+    MPI_Type_create_hindexed(2, lens, displs, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Bcast(MPI_BOTTOM, 1, t, root, MPI_COMM_WORLD);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    int cls = -1;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    TU_CHECK(cls == MPI_ERR_BUFFER, "%s: returned %d (class %d), want MPI_ERR_BUFFER", desc, rc,
+             cls);
+    tu_buf_read(&a);
+    tu_buf_read(&b);
+    tu_buf_check_unchanged(&a, 0, a.total, "first allocation", desc);
+    tu_buf_check_unchanged(&b, 0, b.total, "second allocation", desc);
+    MPI_Type_free(&t);
+    tu_buf_free(&a);
+    tu_buf_free(&b);
+}
+
+static void section_bottom(void) {
+    const tu_mem_t mems[] = {TU_DEVICE, TU_HOST};
+    for (size_t m = 0; m < N_OF(mems); m++) {
+        tu_mem_t mem = mems[m];
+        bottom_bcast(1, 0, mem, 0);
+        bottom_bcast(1000, g_size - 1, mem, 0);
+        bottom_bcast(7, g_size / 2, mem, 1);
+        bottom_allgather(3, mem);
+        bottom_allgather(500, mem);
+        bottom_allreduce(2, mem);
+        bottom_allreduce(700, mem);
+    }
+    if (g_size > 1) bottom_two_allocations(g_size - 1);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_userop_ddt");
@@ -628,6 +860,7 @@ int main(int argc, char** argv) {
     g_size = tu.world_size;
     section_userops();
     section_ddt();
+    section_bottom();
     TU_CHECK(g_device_ptr_seen == 0,
              "a user-defined op function was called %ld time(s) with a "
              "device pointer",

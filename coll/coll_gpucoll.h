@@ -258,6 +258,7 @@ typedef struct mca_coll_gpucoll_sbuf {
     bool copy_in;       /* read by the collective (or written over part of its span): copied in */
     bool pinned;        /* heap is pinned host memory (gpucoll_malloc_host) */
     bool pooled;        /* heap comes from (and goes back to) the nonblocking pool */
+    bool mapped;        /* heap is an anonymous mapping of bytes (a refused span: zeros) */
     void* heap;         /* allocation owned by this call, or NULL */
     size_t cap;         /* pooled: the capacity of heap */
 } mca_coll_gpucoll_sbuf_t;

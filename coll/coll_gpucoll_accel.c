@@ -313,7 +313,9 @@ bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_arg
     *call = (gpucoll_call_t){
         .coll = GPUCOLL_COLL_ALLGATHER, .sendbuf = gpucoll_send_of(sbuf), .recvbuf = rbuf};
     mca_coll_gpucoll_describe_bytes(call, (size_t)rcount, rdtype);
-    if (NULL != call->sendbuf) { /* the send side must be the same contiguous bytes */
+    /* The send side must be the same contiguous bytes; MPI_BOTTOM (NULL)
+     * never reads as in place: its type's true lb is an address. */
+    if (MPI_IN_PLACE != sbuf) {
         gpucoll_call_t send = *call;
         mca_coll_gpucoll_describe_bytes(&send, (size_t)scount, sdtype);
         call->eligible = call->eligible && send.eligible && send.count == call->count;

@@ -105,10 +105,13 @@ static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     *s = (mca_coll_gpucoll_sbuf_t){.user = (char*)user, .host = (char*)user};
     /* MPI_BOTTOM: the datatype's addresses are absolute, the span's first
-     * byte tells where the data lie */
-    s->device = mca_coll_gpucoll_is_device(NULL != user ? user
-                                           : e->any     ? (void*)(uintptr_t)e->lo
-                                                        : NULL);
+     * byte tells where the data lie (or its last, which staging refuses) */
+    if (NULL != user) {
+        s->device = mca_coll_gpucoll_is_device(user);
+    } else if (e->any) {
+        s->device = mca_coll_gpucoll_is_device((void*)(uintptr_t)e->lo) ||
+                    mca_coll_gpucoll_is_device((void*)(uintptr_t)(e->hi - 1));
+    }
     if (!s->device) return false;
     if (e->any) {
         s->lo = e->lo;

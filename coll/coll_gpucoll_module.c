@@ -286,7 +286,8 @@ static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
         const bool inter = OMPI_COMM_IS_INTER(comm);
         bool at_root = inter ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
         bool sdev = is_device(mca_coll_gpucoll_data_at(sbuf, (size_t)count, dtype));
-        bool rdev = is_device(mca_coll_gpucoll_data_at(rbuf, (size_t)count, dtype));
+        bool rdev = (at_root || NULL != rbuf) &&
+                    is_device(mca_coll_gpucoll_data_at(rbuf, (size_t)count, dtype));
         if (!at_root && rdev) {
             rbuf = NULL;
             rdev = false;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "coll_gpucoll.h"
 
@@ -53,7 +54,14 @@ const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* 
     /* The first element's bytes: every element of a valid buffer lies in
      * the same allocation (and a huge count cannot overflow here). */
     if (count > 0) mca_coll_gpucoll_span(1, dtype, &lo, &bytes);
-    return 0 == bytes ? NULL : (const void*)(uintptr_t)lo;
+    if (0 == bytes) return NULL;
+    /* A type that begins in host memory and reaches device memory: device
+     * (staging refuses it), never Open MPI's */
+    const void* last = (const void*)(uintptr_t)(lo + (ptrdiff_t)bytes - 1);
+    if (bytes > 1 && !mca_coll_gpucoll_is_device((const void*)(uintptr_t)lo) &&
+        mca_coll_gpucoll_is_device(last))
+        return last;
+    return (const void*)(uintptr_t)lo;
 }
 
 /* True when a collective that writes count elements of dtype leaves no byte
@@ -189,7 +197,10 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
         free(c->buf[i].runs);
         c->buf[i].runs = NULL;
         c->buf[i].nruns = 0;
-        if (c->buf[i].pooled) {
+        if (c->buf[i].mapped) {
+            munmap(c->buf[i].heap, c->buf[i].bytes);
+            c->buf[i].mapped = false;
+        } else if (c->buf[i].pooled) {
             pool_put(c->buf[i].heap, c->buf[i].cap, c->buf[i].pinned);
             c->buf[i].pooled = false;
         } else if (c->buf[i].pinned) {
@@ -204,6 +215,39 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     c->own_slots = false;
 }
 
+/* Whether buffer i's staged span lies in one device allocation (the one
+ * that holds the buffer pointer: with a negative lower bound the span
+ * begins below it, and a lookup there would find none); with MPI_BOTTOM,
+ * the one that holds the span's first byte, which must be device memory
+ * (a datatype that begins in host memory and reaches device memory is
+ * refused, never staged in part). Says why not (GPUCOLL_ERROR) once per
+ * call. */
+static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpucoll_sbuf_t* s) {
+    const char* why = NULL;
+    char mixed[160];
+    if (NULL != s->user) {
+        if (GPUCOLL_SUCCESS != gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer"))
+            why = gpucoll_last_error();
+    } else if (GPUCOLL_MEM_DEVICE != gpucoll_mem_type(gpucoll_at(NULL, s->lo))) {
+        snprintf(mixed, sizeof mixed,
+                 "MPI_BOTTOM datatype begins in host memory (%p) and reaches device memory: "
+                 "not supported",
+                 (void*)gpucoll_at(NULL, s->lo));
+        why = mixed;
+    } else if (GPUCOLL_SUCCESS != gpucoll_check_span(gpucoll_at(NULL, s->lo), 0, s->bytes,
+                                                     "device buffer (MPI_BOTTOM)")) {
+        why = gpucoll_last_error();
+    }
+    if (NULL == why) return true;
+    if (!c->refused)
+        GPUCOLL_ERROR("%s: %s; %s", gpucoll_coll_name(c->coll), why,
+                      GPUCOLL_COLL_REDUCE_LOCAL == c->coll
+                          ? "MPI_ERR_BUFFER"
+                          : "this rank takes part on zeros and returns MPI_ERR_BUFFER");
+    c->refused = true;
+    return false;
+}
+
 /* Host memory for the staged span of buffer i (already described). */
 static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
@@ -212,7 +256,18 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
         return OMPI_SUCCESS;
     }
     void* p = NULL;
-    if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
+    if (!gpucoll_stage_fits(c, s)) {
+        /* Zeros for the host module, in pages it touches only: with
+         * MPI_BOTTOM the span may run between unrelated allocations. */
+        p = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (MAP_FAILED == p) {
+            GPUCOLL_ERROR("out of address space for %zu bytes of zeros", s->bytes);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        s->heap = p;
+        s->mapped = true;
+    } else if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
         s->pinned = true;
         p = s->heap;
     } else if (c->pooled) {
@@ -235,22 +290,6 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
         }
     }
     s->host = gpucoll_at(p, -s->lo);
-    /* the allocation is the one that holds the buffer pointer (classified
-     * device memory): with a negative lower bound the span begins below it,
-     * and a lookup there would find none (host memory: unchecked); with
-     * MPI_BOTTOM, the one that holds the span's first byte */
-    const int checked = NULL != s->user
-                            ? gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer")
-                            : gpucoll_check_span(gpucoll_at(NULL, s->lo), 0, s->bytes,
-                                                 "device buffer (MPI_BOTTOM)");
-    if (GPUCOLL_SUCCESS != checked) {
-        if (!c->refused)
-            GPUCOLL_ERROR("%s: %s; %s", gpucoll_coll_name(c->coll), gpucoll_last_error(),
-                          GPUCOLL_COLL_REDUCE_LOCAL == c->coll
-                              ? "MPI_ERR_BUFFER"
-                              : "this rank takes part on zeros and returns MPI_ERR_BUFFER");
-        c->refused = true;
-    }
     return OMPI_SUCCESS;
 }
 
@@ -318,7 +357,7 @@ static int gpucoll_copy_in(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (!s->device || 0 == s->bytes) return OMPI_SUCCESS;
     if (c->refused) { /* read nothing past the allocation: zeros instead */
-        memset(gpucoll_at(s->host, s->lo), 0, s->bytes);
+        if (!s->mapped) memset(gpucoll_at(s->host, s->lo), 0, s->bytes); /* mapped: zeros */
         return OMPI_SUCCESS;
     }
     int rc = gpucoll_memcpy(gpucoll_at(s->host, s->lo), gpucoll_at(s->user, s->lo), s->bytes);

@@ -792,9 +792,74 @@ static void bottom_allreduce(int k, tu_mem_t mem) {
     tu_buf_free(&x);
 }
 
-/* A type whose blocks lie in two device allocations: the staged span would
- * cross them. Every rank passes one: every rank returns MPI_ERR_BUFFER
- * and nothing is written. */
+/* The send buffer MPI_BOTTOM with one contiguous block at a device address,
+ * received as plain ints into a device buffer: one signature, so the
+ * receive side alone would be eligible for the accelerated path, where a
+ * NULL send buffer means "in place". Must be staged, the send block read. */
+static void bottom_allgather_send_only(int k) {
+    uint32_t seed = g_seed++;
+    char desc[160];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM send, plain receive, allgather k=%d seed=%u", k, seed);
+    tu_buf_t s, r;
+    tu_buf_alloc(&s, TU_DEVICE, (size_t)k * sizeof(int), 0, seed);
+    tu_buf_alloc(&r, TU_DEVICE, (size_t)k * (size_t)g_size * sizeof(int), 0, seed + 1);
+    bottom_fill(&s, (size_t)k, g_rank, seed);
+    tu_buf_upload(&r);
+    MPI_Aint at;
+    MPI_Get_address(s.ptr, &at);
+    MPI_Datatype st;
+    MPI_Type_create_hindexed(1, &k, &at, MPI_INT, &st);
+    MPI_Type_commit(&st);
+    gpucoll_counters_t before;
+    tu_counters(&before);
+    int rc = MPI_Allgather(MPI_BOTTOM, 1, st, r.ptr, k, MPI_INT, MPI_COMM_WORLD);
+    TU_CHECK(rc == MPI_SUCCESS, "%s: returned %d", desc, rc);
+    tu_check_path(&before, GPUCOLL_COLL_ALLGATHER, TU_PATH_BIT(GPUCOLL_PATH_STAGED), desc);
+    tu_buf_read(&r);
+    for (size_t j = 0; j < (size_t)k * (size_t)g_size; j++) {
+        int got;
+        memcpy(&got, r.out + j * sizeof(int), sizeof got);
+        const int want = bottom_value((int)(j / (size_t)k), j % (size_t)k, seed);
+        if (!TU_CHECK(got == want, "%s: int %zu is %d, want %d", desc, j, got, want)) break;
+    }
+    MPI_Type_free(&st);
+    tu_buf_free(&s);
+    tu_buf_free(&r);
+}
+
+/* A type of two blocks in a and b under MPI_BOTTOM, bcast: both must fail
+ * with MPI_ERR_BUFFER on every rank (every rank passes one), and nothing is
+ * written to either. */
+static void bottom_refused(tu_buf_t* a, tu_buf_t* b, int root, const char* desc) {
+    tu_buf_upload(a);
+    tu_buf_upload(b);
+    MPI_Aint displs[2];
+    MPI_Get_address(a->ptr, &displs[0]);
+    MPI_Get_address(b->ptr, &displs[1]);
+    int lens[2] = {64, 64};
+    MPI_Datatype t;
+    MPI_Type_create_hindexed(2, lens, displs, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    MPI_Errhandler old;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &old);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Bcast(MPI_BOTTOM, 1, t, root, MPI_COMM_WORLD);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, old);
+    MPI_Errhandler_free(&old);
+    int cls = -1;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    TU_CHECK(cls == MPI_ERR_BUFFER, "%s: returned %d (class %d), want MPI_ERR_BUFFER", desc, rc,
+             cls);
+    tu_buf_read(a);
+    tu_buf_read(b);
+    tu_buf_check_unchanged(a, 0, a->total, "first block's buffer", desc);
+    tu_buf_check_unchanged(b, 0, b->total, "second block's buffer", desc);
+    MPI_Type_free(&t);
+    tu_buf_free(a);
+    tu_buf_free(b);
+}
+
+/* Blocks in two device allocations: the staged span would cross them. */
 static void bottom_two_allocations(int root) {
     char desc[120];
     snprintf(desc, sizeof desc, "MPI_BOTTOM bcast over two device allocations root=%d", root);
@@ -802,29 +867,26 @@ static void bottom_two_allocations(int root) {
     tu_buf_t a, b;
     tu_buf_alloc(&a, TU_DEVICE, 64 * sizeof(int), 0, seed);
     tu_buf_alloc(&b, TU_DEVICE, 64 * sizeof(int), 0, seed + 1);
-    tu_buf_upload(&a);
-    tu_buf_upload(&b);
-    MPI_Aint displs[2];
-    MPI_Get_address(a.ptr, &displs[0]);
-    MPI_Get_address(b.ptr, &displs[1]);
-    int lens[2] = {64, 64};
-    MPI_Datatype t;
-    MPI_Type_create_hindexed(2, lens, displs, MPI_INT, &t);
-    MPI_Type_commit(&t);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rc = MPI_Bcast(MPI_BOTTOM, 1, t, root, MPI_COMM_WORLD);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-    int cls = -1;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-    TU_CHECK(cls == MPI_ERR_BUFFER, "%s: returned %d (class %d), want MPI_ERR_BUFFER", desc, rc,
-             cls);
-    tu_buf_read(&a);
-    tu_buf_read(&b);
-    tu_buf_check_unchanged(&a, 0, a.total, "first allocation", desc);
-    tu_buf_check_unchanged(&b, 0, b.total, "second allocation", desc);
-    MPI_Type_free(&t);
-    tu_buf_free(&a);
-    tu_buf_free(&b);
+    bottom_refused(&a, &b, root, desc);
+}
+
+/* The first block in host memory, the second in device memory: not
+ * supported, and must not reach Open MPI (it would read the device block
+ * as host memory). */
+static void bottom_host_then_device(int root) {
+    char desc[120];
+    snprintf(desc, sizeof desc, "MPI_BOTTOM bcast of a host block, then a device one, root=%d",
+             root);
+    uint32_t seed = g_seed++;
+    tu_buf_t a, b;
+    tu_buf_alloc(&a, TU_HOST, 64 * sizeof(int), 0, seed);
+    tu_buf_alloc(&b, TU_DEVICE, 64 * sizeof(int), 0, seed + 1);
+    /* the device block after the host one in the address space */
+    if ((uintptr_t)b.ptr > (uintptr_t)a.ptr) {
+        bottom_refused(&a, &b, root, desc);
+    } else {
+        bottom_refused(&b, &a, root, desc); /* then device first, host second: refused too */
+    }
 }
 
 static void section_bottom(void) {
@@ -839,7 +901,12 @@ static void section_bottom(void) {
         bottom_allreduce(2, mem);
         bottom_allreduce(700, mem);
     }
-    if (g_size > 1) bottom_two_allocations(g_size - 1);
+    bottom_allgather_send_only(5);
+    bottom_allgather_send_only(2000);
+    if (g_size > 1) {
+        bottom_two_allocations(g_size - 1);
+        bottom_host_then_device(0);
+    }
 }
 
 int main(int argc, char** argv) {

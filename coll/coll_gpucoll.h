@@ -332,6 +332,9 @@ static inline bool mca_coll_gpucoll_is_device(const void* p) {
  * count elements touch nothing, or at address 0). Out of line: the host
  * path only tests for NULL. */
 const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* dtype);
+/* The same for a span of bytes at the absolute address lo: its first byte,
+ * or its last where only that one is device memory. */
+const void* mca_coll_gpucoll_bottom_span(ptrdiff_t lo, size_t bytes);
 
 /* The address that tells where buf's data lies: buf, or for MPI_BOTTOM the
  * datatype's first byte. */

@@ -109,8 +109,8 @@ static bool set_buf(mca_coll_gpucoll_staging_t* c, int i, const void* user,
     if (NULL != user) {
         s->device = mca_coll_gpucoll_is_device(user);
     } else if (e->any) {
-        s->device = mca_coll_gpucoll_is_device((void*)(uintptr_t)e->lo) ||
-                    mca_coll_gpucoll_is_device((void*)(uintptr_t)(e->hi - 1));
+        s->device = mca_coll_gpucoll_is_device(
+            mca_coll_gpucoll_bottom_span(e->lo, (size_t)(e->hi - e->lo)));
     }
     if (!s->device) return false;
     if (e->any) {

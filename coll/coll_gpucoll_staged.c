@@ -48,20 +48,24 @@ void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, pt
     *bytes = (size_t)(last - first);
 }
 
+const void* mca_coll_gpucoll_bottom_span(ptrdiff_t lo, size_t bytes) {
+    if (0 == bytes) return NULL;
+    /* A type that begins in host memory and reaches device memory: device
+     * (staging refuses it), never Open MPI's */
+    const void* first = (const void*)(uintptr_t)lo;
+    const void* last = (const void*)(uintptr_t)(lo + (ptrdiff_t)bytes - 1);
+    if (bytes > 1 && !mca_coll_gpucoll_is_device(first) && mca_coll_gpucoll_is_device(last))
+        return last;
+    return first;
+}
+
 const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* dtype) {
     ptrdiff_t lo = 0;
     size_t bytes = 0;
     /* The first element's bytes: every element of a valid buffer lies in
      * the same allocation (and a huge count cannot overflow here). */
     if (count > 0) mca_coll_gpucoll_span(1, dtype, &lo, &bytes);
-    if (0 == bytes) return NULL;
-    /* A type that begins in host memory and reaches device memory: device
-     * (staging refuses it), never Open MPI's */
-    const void* last = (const void*)(uintptr_t)(lo + (ptrdiff_t)bytes - 1);
-    if (bytes > 1 && !mca_coll_gpucoll_is_device((const void*)(uintptr_t)lo) &&
-        mca_coll_gpucoll_is_device(last))
-        return last;
-    return (const void*)(uintptr_t)lo;
+    return mca_coll_gpucoll_bottom_span(lo, bytes);
 }
 
 /* True when a collective that writes count elements of dtype leaves no byte
@@ -223,19 +227,19 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
  * refused, never staged in part). Says why not (GPUCOLL_ERROR) once per
  * call. */
 static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpucoll_sbuf_t* s) {
+    const bool bottom = NULL == s->user;
+    const char* anchor = bottom ? gpucoll_at(NULL, s->lo) : s->user;
     const char* why = NULL;
     char mixed[160];
-    if (NULL != s->user) {
-        if (GPUCOLL_SUCCESS != gpucoll_check_span(s->user, s->lo, s->bytes, "device buffer"))
-            why = gpucoll_last_error();
-    } else if (GPUCOLL_MEM_DEVICE != gpucoll_mem_type(gpucoll_at(NULL, s->lo))) {
+    if (bottom && GPUCOLL_MEM_DEVICE != gpucoll_mem_type(anchor)) {
         snprintf(mixed, sizeof mixed,
                  "MPI_BOTTOM datatype begins in host memory (%p) and reaches device memory: "
                  "not supported",
-                 (void*)gpucoll_at(NULL, s->lo));
+                 (const void*)anchor);
         why = mixed;
-    } else if (GPUCOLL_SUCCESS != gpucoll_check_span(gpucoll_at(NULL, s->lo), 0, s->bytes,
-                                                     "device buffer (MPI_BOTTOM)")) {
+    } else if (GPUCOLL_SUCCESS !=
+               gpucoll_check_span(anchor, bottom ? 0 : s->lo, s->bytes,
+                                  bottom ? "device buffer (MPI_BOTTOM)" : "device buffer")) {
         why = gpucoll_last_error();
     }
     if (NULL == why) return true;

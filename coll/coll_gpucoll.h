@@ -197,6 +197,9 @@ typedef struct mca_coll_gpucoll_module_t {
      * into the core (gpucoll_comm_host_call): once the core was tried, on
      * intracommunicators; per-call verbose output takes the long way. */
     bool host_fast;
+    /* The core's host gate (gpucoll_comm_host_gate): host calls decline and
+     * count inline, without a call into the core; NULL: they call it. */
+    gpucoll_host_gate_t* host_gate;
     bool free_watched; /* gpucoll_comm_freed is attached to the communicator */
 } mca_coll_gpucoll_module_t;
 

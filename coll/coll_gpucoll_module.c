@@ -49,9 +49,10 @@ static inline const void* gpucoll_user_buffer(const void* p) {
 
 /* Which of a and b are device memory (adev, bdev); a and b are where the
  * buffers' data lie (mca_coll_gpucoll_data_at: for MPI_BOTTOM, in the
- * datatype). Host buffers, the common case, in one call into the core: when
- * neither is, it posts the decline (peers may wait for it) and counts the call, and we go to the
- * saved function (sets counted). Before the core was tried, and with
+ * datatype). Host buffers, the common case, through the core's host gate
+ * (inline, gpucoll_host_gate_call), else in one call into the core: when
+ * neither is, the decline is posted (peers may wait for it) and the call
+ * counted, and we go to the saved function (sets counted). Before the core was tried, and with
  * verbose output per call (the level may change at run time, MPI_T), the
  * long way: classified here, then GPUCOLL_HOST_FAST_PATH. */
 #define GPUCOLL_CLASSIFY(a, b, coll_id, adev, bdev)                                                \
@@ -60,9 +61,14 @@ static inline const void* gpucoll_user_buffer(const void* p) {
         const void* at_b_ = (b);                                                                   \
         if (m->host_fast && mca_coll_gpucoll_component.verbose < MCA_COLL_GPUCOLL_VERBOSE_CALL) {  \
             int device_ = 0;                                                                       \
-            int rc_fast_ = gpucoll_comm_host_call(                                                 \
-                m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(at_a_),                    \
-                gpucoll_user_buffer(at_b_), (coll_id), &device_);                                  \
+            int rc_fast_ = GPUCOLL_SUCCESS;                                                        \
+            if (NULL != m->host_gate)                                                              \
+                rc_fast_ = gpucoll_host_gate_call(m->host_gate, gpucoll_user_buffer(at_a_),        \
+                                                  gpucoll_user_buffer(at_b_), (coll_id));          \
+            if (GPUCOLL_SUCCESS == rc_fast_)                                                       \
+                rc_fast_ = gpucoll_comm_host_call(                                                 \
+                    m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(at_a_),                \
+                    gpucoll_user_buffer(at_b_), (coll_id), &device_);                              \
             if (GPUCOLL_REBIND == rc_fast_)                                                        \
                 rc_fast_ = mca_coll_gpucoll_host_call_again(m, comm, gpucoll_user_buffer(at_a_),   \
                                                             gpucoll_user_buffer(at_b_), (coll_id), \
@@ -448,6 +454,7 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     m->asserted_kinds = GPUCOLL_ASSERT_NONE;
     m->host_depth = 0;
     m->host_fast = false;
+    m->host_gate = NULL;
     m->free_watched = false;
 }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,15 @@ struct gpucoll_comm {
     // Declared first: destroyed after the node communicator that uses it.
     std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
     std::unique_ptr<gpucoll::intra::NodeComm> node;
-    gpucoll::DelegatedTally delegated;  // its host calls (gpucoll_comm_host_call)
+    // Its host calls (gpucoll_comm_host_call, the host gate), counted in the
+    // gate: set up with node (attach), destroyed before it.
+    std::optional<gpucoll::DelegatedTally> delegated;
+    void attach(std::unique_ptr<gpucoll::intra::NodeComm> n) {
+        node = std::move(n);
+        gpucoll_host_gate_t& gate = node->host_gate();
+        gate.last_call = &gpucoll::counters_detail::g_last_call;
+        delegated.emplace(gate.delegated);
+    }
 };
 
 namespace {
@@ -77,8 +86,10 @@ Status create_between_nodes(const gpucoll_bootstrap_t& bs, const gpucoll_comm_co
     const gpucoll_bootstrap_t node_bs{&sub, topo.local, static_cast<int>(sub.members.size()),
                                       SubBootstrap::allgather, SubBootstrap::barrier};
     auto comm = std::make_unique<gpucoll_comm>();
-    Status s = gpucoll::intra::NodeComm::create(node_bs, config, &comm->node);
+    std::unique_ptr<gpucoll::intra::NodeComm> node;
+    Status s = gpucoll::intra::NodeComm::create(node_bs, config, &node);
     if (s != gpucoll::kSuccess) return s;  // the bootstrap failed: everywhere
+    if (node != nullptr) comm->attach(std::move(node));
     bool all_ok = false;
     GPUCOLL_TRY(gpucoll::bootstrap_agree(bs, comm->node != nullptr, &all_ok));
     if (!all_ok) {
@@ -190,7 +201,7 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
     int s = gpucoll::intra::NodeComm::create(bs, cfg, &node);
     if (s != GPUCOLL_SUCCESS || !node) return s;
     auto comm = std::make_unique<gpucoll_comm>();
-    comm->node = std::move(node);
+    comm->attach(std::move(node));
     *out = comm.release();  // owned by the caller until gpucoll_comm_destroy
     return GPUCOLL_SUCCESS;
 }
@@ -247,9 +258,24 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, g
         return GPUCOLL_DECLINED;
     }
     const int status = decline(*comm);
-    if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll, &comm->delegated);
+    if (status == GPUCOLL_DECLINED) gpucoll::counters_record_delegated(coll, &*comm->delegated);
     return status;
 }
+
+gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm) {
+#if defined(GPUCOLL_THREAD_SANITIZER)
+    // The segment's flags carry annotations here (SharedSegment::store_release)
+    // that inline code in the caller cannot make.
+    (void)comm;
+    return nullptr;
+#else
+    if (comm == nullptr || comm->hierarchy != nullptr) return nullptr;  // declines are messages
+    gpucoll_host_gate_t& gate = comm->node->host_gate();
+    return gate.span != nullptr ? &gate : nullptr;  // no span: classifying asks the backend
+#endif
+}
+
+int gpucoll_host_gate_failed(void) { return gpucoll::intra::NodeComm::failed_by_peer(); }
 
 int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_form_t form,
                        gpucoll_pending_t** op) {

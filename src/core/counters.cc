@@ -17,6 +17,7 @@ gpucoll_counters_t g_counters{};
 // differs from the previous call's: a run of host-buffer calls, all
 // "delegated", copies nothing. The copy outlives the component's literals.
 std::atomic<const char*> g_last_algorithm{""};
+uint64_t g_last_call = GPUCOLL_LAST_CALL_DETAILED;
 
 }  // namespace counters_detail
 
@@ -61,18 +62,16 @@ void note_algorithm(const char* a) {
 inline void note_last(gpucoll_coll_t coll, gpucoll_path_t path, gpucoll_form_t form,
                       uint64_t bytes_peer, uint64_t sync_rounds, uint64_t bytes_inter,
                       const char* algorithm) {
-    put(g_counters.last_coll, coll);
-    put(g_counters.last_path, path);
-    put(g_counters.last_form, form);
     put(g_counters.last_bytes_peer, bytes_peer);
     put(g_counters.last_sync_rounds, sync_rounds);
     put(g_counters.last_bytes_inter, bytes_inter);
     note_algorithm(algorithm);
+    __atomic_store_n(&counters_detail::g_last_call,
+                     GPUCOLL_LAST_CALL_WORD(coll, path, form) | GPUCOLL_LAST_CALL_DETAILED,
+                     __ATOMIC_RELAXED);
 }
 
 }  // namespace
-
-void counters_detail::note_algorithm_changed(const char* a) { note_algorithm(a); }
 
 void counters_record(const CallRecord& r) {
     if (r.coll < 0 || r.coll >= GPUCOLL_COLL_COUNT || r.path < 0 || r.path >= GPUCOLL_PATH_COUNT ||
@@ -88,6 +87,8 @@ void counters_record(const CallRecord& r) {
     note_last(r.coll, r.path, r.form, r.bytes_peer, r.sync_rounds, r.bytes_inter,
               r.algorithm != nullptr ? r.algorithm : "");
 }
+
+DelegatedTally::DelegatedTally(uint64_t* calls) : DelegatedTally() { calls_ = calls; }
 
 DelegatedTally::DelegatedTally() {
     std::lock_guard lock(g_tally_mutex);
@@ -133,15 +134,18 @@ void counters_get(gpucoll_counters_t* out) {
     c.bytes_inter = get(g_counters.bytes_inter);
     c.sync_rounds = get(g_counters.sync_rounds);
     c.planned_starts = get(g_counters.planned_starts);
-    c.last_coll = get(g_counters.last_coll);
-    c.last_path = get(g_counters.last_path);
-    c.last_form = get(g_counters.last_form);
-    c.last_bytes_peer = get(g_counters.last_bytes_peer);
-    c.last_bytes_inter = get(g_counters.last_bytes_inter);
-    c.last_sync_rounds = get(g_counters.last_sync_rounds);
-    {
+    const uint64_t last = __atomic_load_n(&counters_detail::g_last_call, __ATOMIC_RELAXED);
+    c.last_coll = static_cast<gpucoll_coll_t>(last & 0xff);
+    c.last_path = static_cast<gpucoll_path_t>((last >> 8) & 0xff);
+    c.last_form = static_cast<gpucoll_form_t>((last >> 16) & 0xff);
+    if ((last & GPUCOLL_LAST_CALL_DETAILED) != 0) {
+        c.last_bytes_peer = get(g_counters.last_bytes_peer);
+        c.last_bytes_inter = get(g_counters.last_bytes_inter);
+        c.last_sync_rounds = get(g_counters.last_sync_rounds);
         std::lock_guard<std::mutex> lock(g_name_mutex);
         std::memcpy(c.last_algorithm, g_last_name, sizeof c.last_algorithm);
+    } else {  // a delegated call: the word is all there is
+        std::strncpy(c.last_algorithm, "delegated", sizeof c.last_algorithm - 1);
     }
     *out = c;
 }
@@ -160,12 +164,10 @@ void counters_reset() {
           &g_counters.sync_rounds, &g_counters.planned_starts, &g_counters.last_bytes_peer,
           &g_counters.last_bytes_inter, &g_counters.last_sync_rounds})
         put(*f, uint64_t{0});
-    put(g_counters.last_coll, gpucoll_coll_t{});
-    put(g_counters.last_path, gpucoll_path_t{});
-    put(g_counters.last_form, gpucoll_form_t{});
     std::lock_guard<std::mutex> lock(g_name_mutex);
     g_last_algorithm.store("", std::memory_order_relaxed);
     g_last_name[0] = '\0';
+    __atomic_store_n(&counters_detail::g_last_call, GPUCOLL_LAST_CALL_DETAILED, __ATOMIC_RELAXED);
 }
 
 }  // namespace gpucoll

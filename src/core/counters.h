@@ -12,9 +12,11 @@ namespace counters_detail {
 // Per-process counters, updated without a lock (counters.cc says how).
 extern gpucoll_counters_t g_counters;
 extern std::atomic<const char*> g_last_algorithm;
-// The last call's algorithm name, copied when it changes (out of line).
-void note_algorithm_changed(const char* a);
-inline constexpr char kDelegated[] = "delegated";
+// The last call: GPUCOLL_LAST_CALL_WORD(coll, path, form), with
+// GPUCOLL_LAST_CALL_DETAILED where g_counters' other last_* fields and the
+// algorithm belong to it (gpucoll's own paths). A delegated call writes
+// only this word (the host gate too): one store. Atomic builtins.
+extern uint64_t g_last_call;
 }  // namespace counters_detail
 
 struct CallRecord {
@@ -46,6 +48,9 @@ public:
     DelegatedTally(const DelegatedTally&) = delete;
     DelegatedTally& operator=(const DelegatedTally&) = delete;
 
+    // Counts in calls (GPUCOLL_COLL_COUNT entries, outliving the tally: the
+    // host gate's), or in its own array.
+    explicit DelegatedTally(uint64_t* calls);
     void add(gpucoll_coll_t coll) {
         std::atomic_ref<uint64_t> n(calls_[coll]);
         n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -59,8 +64,9 @@ public:
     DelegatedTally* next() const { return next_; }  // the registry's list (counters.cc)
 
 private:
-    uint64_t calls_[GPUCOLL_COLL_COUNT] = {};  // written by the calling thread only
-    uint64_t base_[GPUCOLL_COLL_COUNT] = {};   // calls_ at the last reset (registry's lock)
+    uint64_t own_[GPUCOLL_COLL_COUNT] = {};
+    uint64_t* calls_ = own_;                  // written by the calling thread only
+    uint64_t base_[GPUCOLL_COLL_COUNT] = {};  // calls_ at the last reset (registry's lock)
     DelegatedTally* prev_ = nullptr;
     DelegatedTally* next_ = nullptr;
 };
@@ -80,15 +86,9 @@ inline void counters_record_delegated(gpucoll_coll_t coll, DelegatedTally* tally
         std::atomic_ref<uint64_t>(g_counters.forms[GPUCOLL_FORM_BLOCKING][GPUCOLL_PATH_DELEGATED])
             .fetch_add(1, relaxed);
     }
-    // Every last-call field, every time: another thread (gpucoll's progress
-    // thread ending a nonblocking call) may have written some of them.
-    std::atomic_ref<gpucoll_coll_t>(g_counters.last_coll).store(coll, relaxed);
-    std::atomic_ref<gpucoll_path_t>(g_counters.last_path).store(GPUCOLL_PATH_DELEGATED, relaxed);
-    std::atomic_ref<gpucoll_form_t>(g_counters.last_form).store(GPUCOLL_FORM_BLOCKING, relaxed);
-    std::atomic_ref<uint64_t>(g_counters.last_bytes_peer).store(0, relaxed);
-    std::atomic_ref<uint64_t>(g_counters.last_sync_rounds).store(0, relaxed);
-    std::atomic_ref<uint64_t>(g_counters.last_bytes_inter).store(0, relaxed);
-    if (g_last_algorithm.load(relaxed) != kDelegated) note_algorithm_changed(kDelegated);
+    __atomic_store_n(&g_last_call,
+                     GPUCOLL_LAST_CALL_WORD(coll, GPUCOLL_PATH_DELEGATED, GPUCOLL_FORM_BLOCKING),
+                     __ATOMIC_RELAXED);
 }
 void counters_get(gpucoll_counters_t* out);
 void counters_reset();

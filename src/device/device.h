@@ -186,11 +186,13 @@ public:
     // False: ask memory_type(). A backend that knows an address range
     // holding all of its device memory publishes it (set_device_span).
     bool surely_host(const void* ptr) const {
-        if (span_lo_ == nullptr) return false;
+        if (span_ == nullptr) return false;
         const auto addr = reinterpret_cast<uintptr_t>(ptr);
-        return addr < span_lo_->load(std::memory_order_acquire) ||
-               addr >= span_hi_->load(std::memory_order_acquire);
+        return addr < __atomic_load_n(&span_->lo, __ATOMIC_ACQUIRE) ||
+               addr >= __atomic_load_n(&span_->hi, __ATOMIC_ACQUIRE);
     }
+    // The span surely_host reads, or nullptr (the host gate reads it too).
+    const gpucoll_device_span_t* device_span() const { return span_; }
     virtual Status alloc(void** ptr, size_t bytes) = 0;  // device memory
     // Device memory that legacy IPC cannot export, as applications get it from
     // stream-ordered pools (CUDA: cudaMallocAsync; emu: an allocation marked
@@ -237,16 +239,13 @@ public:
     virtual Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) = 0;
 
 protected:
-    // [*lo, *hi) holds every device address this backend may hand out or
-    // map, now and later (the bounds may only widen); they outlive the Device.
-    void set_device_span(const std::atomic<uintptr_t>* lo, const std::atomic<uintptr_t>* hi) {
-        span_lo_ = lo;
-        span_hi_ = hi;
-    }
+    // [lo, hi) holds every device address this backend may hand out or map,
+    // now and later (the bounds may only widen, written atomically); it
+    // outlives the Device.
+    void set_device_span(const gpucoll_device_span_t* span) { span_ = span; }
 
 private:
-    const std::atomic<uintptr_t>* span_lo_ = nullptr;
-    const std::atomic<uintptr_t>* span_hi_ = nullptr;
+    const gpucoll_device_span_t* span_ = nullptr;
 };
 
 // The device a communicator was set up on, made current for the calling

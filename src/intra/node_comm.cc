@@ -276,9 +276,21 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                   mode == ProgressAgent::Mode::Eager  ? "on"
                   : mode == ProgressAgent::Mode::Lazy ? "lazy"
                                                       : "off");
+    comm->init_gate();
     comm->ready_ = true;  // on every rank: setup agreed
     *out = std::move(comm);
     return kSuccess;
+}
+
+void NodeComm::init_gate() {
+    static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                  std::atomic<uint64_t>::is_always_lock_free);
+    gate_.seq_limit = kPostDepth - 1;  // min_seen_ 0: the first window
+    gate_.span = device_->device_span();
+    RankSlot& mine = segment_.slot(rank_);
+    gate_.progress = reinterpret_cast<uint64_t*>(&mine.progress);
+    gate_.kinds = reinterpret_cast<uint32_t*>(mine.kinds);
+    gate_.abort = reinterpret_cast<const uint64_t*>(&segment_.header().abort);
 }
 
 void NodeComm::use_layout(const topo::Layout& layout, const topo::Machine* machine) {
@@ -421,6 +433,7 @@ void NodeComm::teardown() {
     }
     queue_.clear();
     queued_.store(0, std::memory_order_release);
+    update_busy();
     background_.clear();
     spare_exchanges_.clear();
     // Waits below end early once any rank failed a call: a failed rank may
@@ -434,10 +447,10 @@ void NodeComm::teardown() {
     // 1. Every peer posted our last call (so finished those before) and, if
     //    that call ran accelerated, finished it: one-shot peers read our
     //    scratch after we return.
-    if (seq_ > 0) {
-        const uint64_t step = last_accelerated_ == seq_ ? kStepDone : 0;
+    if (gate_.seq > 0) {
+        const uint64_t step = last_accelerated_ == gate_.seq ? kStepDone : 0;
         for (int p = 0; p < size_; ++p)
-            if (p != rank_) wait_for(segment_.slot(p).progress, progress_word(seq_, step));
+            if (p != rank_) wait_for(segment_.slot(p).progress, progress_word(gate_.seq, step));
     }
     // 2. Unmap every peer's buffers, say so (always: peers wait for it), and
     //    wait until all peers did.
@@ -589,6 +602,7 @@ Status NodeComm::wait_all_seen(uint64_t word) {
         least = std::min(least, peer_seen_[p]);
     }
     min_seen_ = least;
+    gate_.seq_limit = (least >> kStepBits) + kPostDepth - 1;  // posts it may write unread
     return kSuccess;
 }
 
@@ -821,6 +835,7 @@ int NodeComm::settle() {
 
 Status NodeComm::take_pending_rebind() {
     if (!rebind_pending_.exchange(false)) return kSuccess;
+    update_busy();
     t_rebind_device = pending_rebind_device_;
     return set_error(GPUCOLL_REBIND,
                      "a nonblocking call found buffers on another GPU than the one this "
@@ -830,7 +845,7 @@ Status NodeComm::take_pending_rebind() {
 int NodeComm::decline_now(bool may_wait) {
     // Every rank posts every call (host-buffer ranks through here, without
     // looking at the call), so the sequence numbers stay equal everywhere.
-    const uint64_t seq = ++seq_;
+    const uint64_t seq = ++gate_.seq;
     post(seq, PostKind::Decline, nullptr, nullptr);
     if (hier_ != nullptr) return decline_between_nodes(seq, may_wait);
     if (segment_.load_acquire(segment_.header().abort) == seq) return failed_by_peer();
@@ -922,15 +937,16 @@ inter::Verdict NodeComm::local_verdict(uint64_t seq, const CallSignature& sig) c
     v.rank = global_rank(rank_);
     v.sig = sig;
     for (int p = 0; p < size_; ++p)
-        if (post_of(p, seq).kind == PostKind::Decline) {
+        if (kind_of(p, seq) == PostKind::Decline) {
             v.code = inter::kDecline;
             v.rank = global_rank(p);
             return v;
         }
     for (int p = 0; p < size_; ++p) {
         const Post& theirs = post_of(p, seq);
-        if (theirs.kind == PostKind::Refuse || !(theirs.sig == sig)) {
-            v.code = theirs.kind == PostKind::Refuse ? inter::kRefuse : inter::kMismatch;
+        const PostKind kind = kind_of(p, seq);
+        if (kind == PostKind::Refuse || !(theirs.sig == sig)) {
+            v.code = kind == PostKind::Refuse ? inter::kRefuse : inter::kMismatch;
             v.rank = global_rank(p);
             v.sig = theirs.sig;
             return v;
@@ -939,7 +955,7 @@ inter::Verdict NodeComm::local_verdict(uint64_t seq, const CallSignature& sig) c
     // Every rank passed device memory, some of it on another GPU: all set
     // the communicator up again (nothing was touched).
     for (int p = 0; p < size_; ++p)
-        if (post_of(p, seq).kind == PostKind::Rebind) {
+        if (kind_of(p, seq) == PostKind::Rebind) {
             v.code = inter::kRebind;
             v.rank = global_rank(p);
             return v;
@@ -1070,7 +1086,7 @@ void NodeComm::begin(Pending& op) {
         op.done = true;
         return;
     }
-    const uint64_t seq = op.seq = ++seq_;
+    const uint64_t seq = op.seq = ++gate_.seq;
     if (call.eligible) {
         const Status ps = prepare(call, op.algo, seq, &op.prepared, op.plan.get());
         if (ps == kSuccess) {
@@ -1192,6 +1208,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(const gpucoll_call_t& call,
     }
     queue_.push_back(op);
     queued_.fetch_add(1, std::memory_order_relaxed);
+    update_busy();
     enqueued();
     return op;
 }
@@ -1235,6 +1252,7 @@ std::shared_ptr<NodeComm::Pending> NodeComm::start(std::shared_ptr<const Plan> p
     op->plan = std::move(plan);
     queue_.push_back(op);
     queued_.fetch_add(1, std::memory_order_relaxed);
+    update_busy();
     enqueued();
     return op;
 }
@@ -1245,6 +1263,7 @@ void NodeComm::start_decline() {
     op->queued = true;
     queue_.push_back(std::move(op));
     queued_.fetch_add(1, std::memory_order_relaxed);
+    update_busy();
     enqueued();
 }
 
@@ -1305,7 +1324,7 @@ bool NodeComm::progress(bool post_only) {
     while (!queue_.empty()) {
         Pending& op = *queue_.front();
         if (!op.begun) {
-            if (!can_post(seq_ + 1)) break;
+            if (!can_post(gate_.seq + 1)) break;
             begin(op);
         }
         if (!op.done && hier_ != nullptr && !post_only) {
@@ -1328,6 +1347,7 @@ bool NodeComm::progress(bool post_only) {
                 if (!rebind_pending_.load(std::memory_order_relaxed))
                     pending_rebind_device_ = op.rebind_device;
                 rebind_pending_.store(true, std::memory_order_relaxed);
+                update_busy();
                 op.status = GPUCOLL_DECLINED;
             }
         }
@@ -1337,9 +1357,10 @@ bool NodeComm::progress(bool post_only) {
         op.verdict.reset();
         op.finished.store(true, std::memory_order_release);
         queue_.pop_front();
-        // Release: what ending the call wrote (seq_, the segment) is
+        // Release: what ending the call wrote (gate_.seq, the segment) is
         // visible to a decline_unlocked that sees the queue empty.
         queued_.fetch_sub(1, std::memory_order_release);
+        update_busy();
     }
     advancing_ = false;
     return queue_.empty();

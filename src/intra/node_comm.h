@@ -157,13 +157,13 @@ public:
     // host-buffer path of every collective comes through here: inline, and
     // the peers' progress is only read when the post window needs it (once
     // every kPostDepth calls; then the long way, decline()).
+    // The same protocol as gpucoll_host_gate_call (gpucoll.h), on the same
+    // fields.
     bool decline_unlocked(int* status) {
-        if (hier_ != nullptr || queued_.load(std::memory_order_acquire) != 0 ||
-            rebind_pending_.load(std::memory_order_relaxed))
-            return false;
-        const uint64_t seq = seq_ + 1;
-        if (seq >= kPostDepth && progress_word(seq - kPostDepth + 1, 0) > min_seen_) return false;
-        seq_ = seq;
+        if (hier_ != nullptr || __atomic_load_n(&gate_.busy, __ATOMIC_ACQUIRE) != 0) return false;
+        const uint64_t seq = gate_.seq + 1;
+        if (seq > gate_.seq_limit) return false;  // a peer may still read that post
+        gate_.seq = seq;
         publish_post(seq, PostKind::Decline);
         *status = segment_.load_acquire(segment_.header().abort) == seq ? failed_by_peer()
                                                                         : GPUCOLL_DECLINED;
@@ -182,6 +182,10 @@ public:
     std::shared_ptr<Plan> make_plan(const gpucoll_call_t& call);
     std::shared_ptr<Pending> start(std::shared_ptr<const Plan> plan);
     uint64_t id() const { return id_; }  // unique in the process
+    // The host gate of this communicator (gpucoll_comm_host_gate): its
+    // call sequence, window and busy word are the ones every call here
+    // uses; its counts are the communicator's delegated calls.
+    gpucoll_host_gate_t& host_gate() { return gate_; }
     void start_decline();
     // Advances the queue as far as it goes without waiting for a peer to
     // arrive (a call whose posts are all visible runs to its end, unless
@@ -227,6 +231,9 @@ public:
     const Post& post_of(int p, uint64_t seq) const {
         return segment_.slot(p).posts[seq % kPostDepth];
     }
+    // The error of a call a peer failed (its message for last_error()).
+    static int failed_by_peer();
+    PostKind kind_of(int p, uint64_t seq) const { return segment_.slot(p).kinds[seq % kPostDepth]; }
     // Local rank 0's verdict word of call seq (communicators that span nodes).
     std::atomic<uint64_t>& verdict_word(uint64_t seq) const {
         return segment_.slot(0).verdicts[seq % kPostDepth];
@@ -323,11 +330,9 @@ private:
     // The post of call seq visible to the peers: its kind (written after
     // whatever else the post carries), then this rank's progress word.
     void publish_post(uint64_t seq, PostKind kind) {
-        segment_.slot(rank_).posts[seq % kPostDepth].kind = kind;
+        segment_.slot(rank_).kinds[seq % kPostDepth] = kind;
         segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
     }
-    // The error of a call a peer failed (its message for last_error()).
-    static int failed_by_peer();
     void enqueued();
     // Decided once at creation (environment and machine queries).
     ProgressAgent::Mode choose_agent_mode() const;
@@ -395,9 +400,23 @@ private:
     SharedSegment segment_;
     std::vector<int> pids_;
     bool ready_ = false;  // setup succeeded on every rank
-    uint64_t seq_ = 0;
+    // The call sequence (gate_.seq), the window (seq_limit, from min_seen_)
+    // and the busy word (update_busy), with the pointers a host call needs,
+    // on one cache line; then the delegated counts.
+    alignas(64) gpucoll_host_gate_t gate_{};
+    // gate_.busy from queued_ and rebind_pending_: under lock(), after
+    // either changed. Release: what ending a call wrote (the sequence, the
+    // segment) is visible to a host call that reads busy 0.
+    // Its pointers and first window, once the segment is mapped (last_call:
+    // the core's, gpucoll_comm_host_gate).
+    void init_gate();
+    void update_busy() {
+        const bool busy = queued_.load(std::memory_order_relaxed) != 0 ||
+                          rebind_pending_.load(std::memory_order_relaxed);
+        __atomic_store_n(&gate_.busy, busy ? 1u : 0u, __ATOMIC_RELEASE);
+    }
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
-    uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut)
+    uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut, seq_limit)
     // Scratch of CallContext, one entry per rank, reused call after call.
     friend class CallContext;
     std::vector<const void*> sources_;

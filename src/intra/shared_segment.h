@@ -53,8 +53,7 @@ struct CallSignature {
 // its temporary device buffer (partial sums of ring reduce-scatter).
 enum : int { kSendBuf = 0, kRecvBuf = 1, kTempBuf = 2, kPostedBuffers = 3 };
 
-struct Post {
-    PostKind kind;
+struct Post {  // its kind is apart (RankSlot::kinds), where the host gate writes it
     CallSignature sig;
     BufferDesc buf[kPostedBuffers];
 };
@@ -81,8 +80,16 @@ struct alignas(128) RankSlot {
     // but it cannot reuse call k's word before every rank has posted k + 1
     // (post() waits for that), so after reading what it needs.
     std::atomic<uint64_t> verdicts[kPostDepth];
+    // Each post's kind, by call % kPostDepth: a declined call writes only
+    // its kind and the progress word (one page, four cache lines of kinds).
+    alignas(64) PostKind kinds[kPostDepth];
     alignas(64) Post posts[kPostDepth];
 };
+
+// The host gate (gpucoll.h, gpucoll_host_gate_call) writes the same.
+static_assert(kPostDepth == GPUCOLL_GATE_POST_DEPTH && kStepBits == GPUCOLL_GATE_STEP_BITS &&
+              static_cast<uint32_t>(PostKind::Decline) == GPUCOLL_GATE_DECLINE &&
+              sizeof(PostKind) == sizeof(uint32_t));
 
 struct SegmentHeader {
     // Sequence number of a call a rank failed after posting (0: none). Every

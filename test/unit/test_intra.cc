@@ -684,4 +684,130 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
     EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 2u);
 }
 
+// The host gate (gpucoll_host_gate_call, inline in the component) and the
+// core's own decline are one protocol on the same fields: a rank may use
+// either, call after call, across many post windows, and a device rank
+// still learns of every decline. The gate never posts for a device buffer
+// nor while a call is queued, and counts what it declines.
+#if !defined(GPUCOLL_THREAD_SANITIZER)  // no gate there (gpucoll_comm_host_gate)
+TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    gpucoll_counters_reset();
+    std::atomic<int> gate_declines{0};
+    on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
+            fail = std::string("comm_create: ") + gpucoll_last_error();
+            return;
+        }
+        gpucoll_host_gate_t* gate = gpucoll_comm_host_gate(comm);
+        const size_t count = 256;
+        void* d = dalloc(count * sizeof(float));
+        std::vector<float> host(count, 1.0f);
+        if (gate == nullptr) fail = "no host gate on emu, one node";
+        // 300 calls: about five post windows. Iteration i: rank i % 2 has
+        // host buffers except every third call, where both have; the host
+        // rank uses the gate on even calls (then the core, where the gate
+        // cannot tell), the core on odd ones.
+        for (int iter = 0; iter < 300 && fail.empty(); ++iter) {
+            const bool host_rank = iter % 3 == 0 || rank == iter % 2;
+            if (!host_rank) {
+                const uint64_t seq = gate->seq;
+                if (gpucoll_host_gate_call(gate, d, nullptr, GPUCOLL_COLL_ALLREDUCE) !=
+                        GPUCOLL_SUCCESS ||
+                    gate->seq != seq) {
+                    fail = "the gate took a device buffer";
+                    break;
+                }
+                gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
+                if (gpucoll_comm_run(comm, &call) != GPUCOLL_DECLINED)
+                    fail = "call " + std::to_string(iter) + ": the device rank was not declined";
+                continue;
+            }
+            int rc = GPUCOLL_SUCCESS;
+            if (iter % 2 == 0) {
+                rc = gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_ALLREDUCE);
+                if (rc == GPUCOLL_DECLINED) ++gate_declines;
+            }
+            if (rc == GPUCOLL_SUCCESS)
+                rc = gpucoll_comm_host_call(comm, host.data(), nullptr, GPUCOLL_COLL_ALLREDUCE,
+                                            nullptr);
+            if (rc != GPUCOLL_DECLINED)
+                fail = "call " + std::to_string(iter) + ": host buffers: " + std::to_string(rc);
+        }
+        // A queued nonblocking call (rank 0's, on device buffers, waiting
+        // for rank 1's post): rank 0's gate leaves host calls to the core
+        // until it ended; rank 1 declines that call through its gate.
+        gpucoll_pending_t* op = nullptr;
+        if (fail.empty() && rank == 0) {
+            gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
+            if (gpucoll_comm_start(comm, &call, GPUCOLL_FORM_NONBLOCKING, &op) != GPUCOLL_SUCCESS)
+                fail = std::string("start: ") + gpucoll_last_error();
+            else if (gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
+                     GPUCOLL_SUCCESS)
+                fail = "the gate declined while a call was queued";
+        }
+        bs.barrier(bs.ctx);
+        for (int k = 0; k < 2 && fail.empty() && rank == 1; ++k)  // that call and the next
+            if (gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
+                GPUCOLL_DECLINED)
+                fail = "rank 1's gate did not decline";
+        if (op != nullptr) {
+            int done = 0, rc = GPUCOLL_SUCCESS;
+            while (rc == GPUCOLL_SUCCESS && !done) rc = gpucoll_pending_test(op, &done);
+            if (fail.empty() && rc != GPUCOLL_DECLINED)
+                fail = "the queued call was not declined: " + std::to_string(rc);
+            gpucoll_pending_free(op);
+            if (fail.empty() && gpucoll_host_gate_call(gate, host.data(), nullptr,
+                                                       GPUCOLL_COLL_BCAST) != GPUCOLL_DECLINED)
+                fail = "the gate did not decline once the queue was empty";
+        }
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(d);
+        gpucoll_comm_destroy(comm);
+    });
+    EXPECT_GT(gate_declines.load(), 50);  // the gate did most of its share
+    gpucoll_counters_t c;
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    // Host ranks: every third call both (200), else one (200); the bcasts:
+    // rank 1's two, rank 0's second.
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 400u);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 3u);
+    EXPECT_EQ(c.last_coll, GPUCOLL_COLL_BCAST);
+    EXPECT_EQ(c.last_path, GPUCOLL_PATH_DELEGATED);
+    EXPECT_STREQ(c.last_algorithm, "delegated");
+}
+
+// A peer failed the call this rank declines through the gate: an error
+// with the core's message, not a decline, and the call is not counted.
+TEST(IntraAgreement, HostGateReportsAPeersFailure) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    gpucoll_counters_reset();
+    on_thread_ranks(1, [&](int, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
+            fail = std::string("comm_create: ") + gpucoll_last_error();
+            return;
+        }
+        gpucoll_host_gate_t* gate = gpucoll_comm_host_gate(comm);
+        std::vector<int> x(4);  // the heap: below the emu device span (a stack may be inside)
+        if (gate == nullptr) {
+            fail = "no host gate";
+        } else {
+            // What a failing peer writes (NodeComm::fail): the call it failed.
+            __atomic_store_n(const_cast<uint64_t*>(gate->abort), gate->seq + 1, __ATOMIC_RELEASE);
+            const int rc = gpucoll_host_gate_call(gate, x.data(), nullptr, GPUCOLL_COLL_ALLREDUCE);
+            if (rc == GPUCOLL_DECLINED || rc == GPUCOLL_SUCCESS)
+                fail = "a peer's failure read as " + std::to_string(rc);
+            else if (std::string(gpucoll_last_error()).find("a peer failed") == std::string::npos)
+                fail = std::string("message: ") + gpucoll_last_error();
+        }
+        gpucoll_comm_destroy(comm);
+    });
+    gpucoll_counters_t c;
+    ASSERT_EQ(gpucoll_counters_get(&c), 0);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 0u);
+}
+#endif
+
 }  // namespace

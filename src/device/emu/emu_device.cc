@@ -46,7 +46,7 @@ Status submit(EmuStream* stream, EmuStream::Work work) {
 }  // namespace
 
 EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
-    set_device_span(&memory_->lowest(), &memory_->highest());
+    set_device_span(&memory_->span());
     if (const char* v = std::getenv("GPUCOLL_EMU_INCOMPLETE_SIZE"))
         incomplete_size_ = std::strtoull(v, nullptr, 10);
     if (const char* v = std::getenv("GPUCOLL_EMU_FAIL_COPY_BYTES"))

@@ -252,10 +252,10 @@ EmuMemory::RegionMap::const_iterator EmuMemory::find_region(uintptr_t addr) cons
 }
 
 void EmuMemory::widen_bounds(uintptr_t start, size_t bytes) {
-    if (start < lowest_.load(std::memory_order_relaxed))
-        lowest_.store(start, std::memory_order_release);
-    if (start + bytes > highest_.load(std::memory_order_relaxed))
-        highest_.store(start + bytes, std::memory_order_release);
+    if (start < __atomic_load_n(&span_.lo, __ATOMIC_RELAXED))
+        __atomic_store_n(&span_.lo, start, __ATOMIC_RELEASE);
+    if (start + bytes > __atomic_load_n(&span_.hi, __ATOMIC_RELAXED))
+        __atomic_store_n(&span_.hi, start + bytes, __ATOMIC_RELEASE);
 }
 
 void EmuMemory::query(const void* ptr, PointerInfo* info) const {

@@ -96,12 +96,11 @@ public:
     // memory for sure (two loads, no lock). Inside: ask query().
     bool surely_host(const void* ptr) const {
         const auto addr = reinterpret_cast<uintptr_t>(ptr);
-        return addr < lowest_.load(std::memory_order_acquire) ||
-               addr >= highest_.load(std::memory_order_acquire);
+        return addr < __atomic_load_n(&span_.lo, __ATOMIC_ACQUIRE) ||
+               addr >= __atomic_load_n(&span_.hi, __ATOMIC_ACQUIRE);
     }
-    // The two bounds themselves (Device::set_device_span).
-    const std::atomic<uintptr_t>& lowest() const { return lowest_; }
-    const std::atomic<uintptr_t>& highest() const { return highest_; }
+    // The two bounds themselves (Device::set_device_span), read atomically.
+    const gpucoll_device_span_t& span() const { return span_; }
 
     // Host-accessible view of [ptr, ptr + bytes): the read-write mapping for
     // emu device memory (INVALID_ARG if the range leaves its allocation),
@@ -142,8 +141,7 @@ private:
     // Lowest start and highest end of every region ever registered (never
     // narrowed): an address outside them is host memory, answered without
     // the lock. Host-buffer calls then cost a comparison, not a lookup.
-    std::atomic<uintptr_t> lowest_{UINTPTR_MAX};
-    std::atomic<uintptr_t> highest_{0};
+    gpucoll_device_span_t span_{UINTPTR_MAX, 0};  // lowest, highest (atomic builtins)
     // Open imports by exporter: (pid, exporter's base) -> (end, buffer id).
     // Like CUDA (cudaErrorAlreadyMapped), importing an allocation that
     // overlaps, in the exporter's address space, another allocation of that

@@ -193,7 +193,10 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     if (NULL != m->core && comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF)
         gpucoll_watch_free(m, comm);
     /* From now on host calls take the gate, else gpucoll_comm_host_call. */
-    m->host_gate = NULL != m->core && !m->uniform_memory ? gpucoll_comm_host_gate(m->core) : NULL;
+    m->host_gate = NULL != m->core && !m->uniform_memory
+                       ? gpucoll_comm_host_gate(m->core, GPUCOLL_HOST_GATE_VERSION,
+                                                sizeof(gpucoll_host_gate_t))
+                       : NULL;
     m->host_fast = true;
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
                     comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",

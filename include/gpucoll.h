@@ -598,8 +598,13 @@ typedef struct gpucoll_host_gate {
 
 /* comm's gate, or NULL where host calls must take gpucoll_comm_host_call
  * (communicators that span nodes, a backend without a device span, such as
- * CUDA, and builds for ThreadSanitizer). */
-GPUCOLL_EXPORT gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm);
+ * CUDA, and builds for ThreadSanitizer). The caller passes
+ * GPUCOLL_HOST_GATE_VERSION and sizeof(gpucoll_host_gate_t) as it was
+ * compiled with: NULL where they differ from the library's (the gate's
+ * layout and constants are compiled into the caller). */
+#define GPUCOLL_HOST_GATE_VERSION 1
+GPUCOLL_EXPORT gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm, int version,
+                                                           size_t gate_bytes);
 /* The error of a call that a peer failed (rare: out of line). */
 GPUCOLL_EXPORT int gpucoll_host_gate_failed(void);
 
@@ -610,6 +615,7 @@ GPUCOLL_EXPORT int gpucoll_host_gate_failed(void);
  * gpucoll_comm_host_call. The same protocol as the core's decline. */
 static inline int gpucoll_host_gate_call(gpucoll_host_gate_t* g, const void* a, const void* b,
                                          gpucoll_coll_t coll) {
+    if ((unsigned)coll >= (unsigned)GPUCOLL_COLL_COUNT) return GPUCOLL_SUCCESS;
     const uintptr_t lo = __atomic_load_n(&g->span->lo, __ATOMIC_ACQUIRE);
     const uintptr_t hi = __atomic_load_n(&g->span->hi, __ATOMIC_ACQUIRE);
     if (a != NULL && (uintptr_t)a >= lo && (uintptr_t)a < hi) return GPUCOLL_SUCCESS;

@@ -262,13 +262,17 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, g
     return status;
 }
 
-gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm) {
+gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm, int version, size_t gate_bytes) {
 #if defined(GPUCOLL_THREAD_SANITIZER)
     // The segment's flags carry annotations here (SharedSegment::store_release)
     // that inline code in the caller cannot make.
     (void)comm;
+    (void)version;
+    (void)gate_bytes;
     return nullptr;
 #else
+    if (version != GPUCOLL_HOST_GATE_VERSION || gate_bytes != sizeof(gpucoll_host_gate_t))
+        return nullptr;  // built against another gpucoll.h: the core's way
     if (comm == nullptr || comm->hierarchy != nullptr) return nullptr;  // declines are messages
     gpucoll_host_gate_t& gate = comm->node->host_gate();
     return gate.span != nullptr ? &gate : nullptr;  // no span: classifying asks the backend

@@ -88,9 +88,11 @@ void counters_record(const CallRecord& r) {
               r.algorithm != nullptr ? r.algorithm : "");
 }
 
-DelegatedTally::DelegatedTally(uint64_t* calls) : DelegatedTally() { calls_ = calls; }
+DelegatedTally::DelegatedTally(uint64_t* calls) : calls_(calls) { link(); }
 
-DelegatedTally::DelegatedTally() {
+DelegatedTally::DelegatedTally() { link(); }
+
+void DelegatedTally::link() {  // calls_ set before others can see it
     std::lock_guard lock(g_tally_mutex);
     next_ = g_tallies;
     if (next_ != nullptr) next_->prev_ = this;

@@ -64,6 +64,7 @@ public:
     DelegatedTally* next() const { return next_; }  // the registry's list (counters.cc)
 
 private:
+    void link();  // into the registry (counters.cc)
     uint64_t own_[GPUCOLL_COLL_COUNT] = {};
     uint64_t* calls_ = own_;                  // written by the calling thread only
     uint64_t base_[GPUCOLL_COLL_COUNT] = {};  // calls_ at the last reset (registry's lock)

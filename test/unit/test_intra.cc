@@ -690,6 +690,11 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
 // still learns of every decline. The gate never posts for a device buffer
 // nor while a call is queued, and counts what it declines.
 #if !defined(GPUCOLL_THREAD_SANITIZER)  // no gate there (gpucoll_comm_host_gate)
+// Host buffers the gate can tell without the core: static storage, below
+// every mapping (a thread's heap arena or stack is an mmap, and may lie
+// inside the emu device span that earlier tests widened).
+float g_gate_host[2][256];
+
 TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
     gpucoll_counters_reset();
@@ -700,10 +705,11 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
             fail = std::string("comm_create: ") + gpucoll_last_error();
             return;
         }
-        gpucoll_host_gate_t* gate = gpucoll_comm_host_gate(comm);
+        gpucoll_host_gate_t* gate =
+            gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION, sizeof(gpucoll_host_gate_t));
         const size_t count = 256;
         void* d = dalloc(count * sizeof(float));
-        std::vector<float> host(count, 1.0f);
+        float* host = g_gate_host[rank];
         if (gate == nullptr) fail = "no host gate on emu, one node";
         // 300 calls: about five post windows. Iteration i: rank i % 2 has
         // host buffers except every third call, where both have; the host
@@ -726,12 +732,11 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
             }
             int rc = GPUCOLL_SUCCESS;
             if (iter % 2 == 0) {
-                rc = gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_ALLREDUCE);
+                rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_ALLREDUCE);
                 if (rc == GPUCOLL_DECLINED) ++gate_declines;
             }
             if (rc == GPUCOLL_SUCCESS)
-                rc = gpucoll_comm_host_call(comm, host.data(), nullptr, GPUCOLL_COLL_ALLREDUCE,
-                                            nullptr);
+                rc = gpucoll_comm_host_call(comm, host, nullptr, GPUCOLL_COLL_ALLREDUCE, nullptr);
             if (rc != GPUCOLL_DECLINED)
                 fail = "call " + std::to_string(iter) + ": host buffers: " + std::to_string(rc);
         }
@@ -743,14 +748,13 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
             gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
             if (gpucoll_comm_start(comm, &call, GPUCOLL_FORM_NONBLOCKING, &op) != GPUCOLL_SUCCESS)
                 fail = std::string("start: ") + gpucoll_last_error();
-            else if (gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
+            else if (gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST) !=
                      GPUCOLL_SUCCESS)
                 fail = "the gate declined while a call was queued";
         }
         bs.barrier(bs.ctx);
         for (int k = 0; k < 2 && fail.empty() && rank == 1; ++k)  // that call and the next
-            if (gpucoll_host_gate_call(gate, host.data(), nullptr, GPUCOLL_COLL_BCAST) !=
-                GPUCOLL_DECLINED)
+            if (gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST) != GPUCOLL_DECLINED)
                 fail = "rank 1's gate did not decline";
         if (op != nullptr) {
             int done = 0, rc = GPUCOLL_SUCCESS;
@@ -758,8 +762,8 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
             if (fail.empty() && rc != GPUCOLL_DECLINED)
                 fail = "the queued call was not declined: " + std::to_string(rc);
             gpucoll_pending_free(op);
-            if (fail.empty() && gpucoll_host_gate_call(gate, host.data(), nullptr,
-                                                       GPUCOLL_COLL_BCAST) != GPUCOLL_DECLINED)
+            if (fail.empty() &&
+                gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST) != GPUCOLL_DECLINED)
                 fail = "the gate did not decline once the queue was empty";
         }
         bs.barrier(bs.ctx);
@@ -779,7 +783,9 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
 }
 
 // A peer failed the call this rank declines through the gate: an error
-// with the core's message, not a decline, and the call is not counted.
+// with the core's message, not a decline, and the call is not counted; a
+// failure of a later call does not touch this one. A caller built against
+// another gpucoll.h gets no gate.
 TEST(IntraAgreement, HostGateReportsAPeersFailure) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
     gpucoll_counters_reset();
@@ -789,24 +795,39 @@ TEST(IntraAgreement, HostGateReportsAPeersFailure) {
             fail = std::string("comm_create: ") + gpucoll_last_error();
             return;
         }
-        gpucoll_host_gate_t* gate = gpucoll_comm_host_gate(comm);
-        std::vector<int> x(4);  // the heap: below the emu device span (a stack may be inside)
+        gpucoll_host_gate_t* gate =
+            gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION, sizeof(gpucoll_host_gate_t));
+        float* x = g_gate_host[0];
         if (gate == nullptr) {
             fail = "no host gate";
+        } else if (gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION + 1,
+                                          sizeof(gpucoll_host_gate_t)) != nullptr ||
+                   gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION,
+                                          sizeof(gpucoll_host_gate_t) + 8) != nullptr) {
+            fail = "a gate for a caller built against another gpucoll.h";
         } else {
-            // What a failing peer writes (NodeComm::fail): the call it failed.
-            __atomic_store_n(const_cast<uint64_t*>(gate->abort), gate->seq + 1, __ATOMIC_RELEASE);
-            const int rc = gpucoll_host_gate_call(gate, x.data(), nullptr, GPUCOLL_COLL_ALLREDUCE);
-            if (rc == GPUCOLL_DECLINED || rc == GPUCOLL_SUCCESS)
+            // What a failing peer writes (NodeComm::fail): the call it
+            // failed, here the second from now. The first is declined.
+            __atomic_store_n(const_cast<uint64_t*>(gate->abort), gate->seq + 2, __ATOMIC_RELEASE);
+            int rc = gpucoll_host_gate_call(gate, x, nullptr, GPUCOLL_COLL_ALLREDUCE);
+            if (rc != GPUCOLL_DECLINED)
+                fail = "a failure of a later call read as " + std::to_string(rc);
+            rc = gpucoll_host_gate_call(gate, x, nullptr, GPUCOLL_COLL_ALLREDUCE);
+            if (fail.empty() && (rc == GPUCOLL_DECLINED || rc == GPUCOLL_SUCCESS)) {
                 fail = "a peer's failure read as " + std::to_string(rc);
-            else if (std::string(gpucoll_last_error()).find("a peer failed") == std::string::npos)
+            } else if (fail.empty() && std::string(gpucoll_last_error()).find("a peer failed") ==
+                                           std::string::npos) {
                 fail = std::string("message: ") + gpucoll_last_error();
+            }
+            if (gpucoll_host_gate_call(gate, x, nullptr, static_cast<gpucoll_coll_t>(-1)) !=
+                GPUCOLL_SUCCESS)
+                fail = "the gate took a collective it cannot count";
         }
         gpucoll_comm_destroy(comm);
     });
     gpucoll_counters_t c;
     ASSERT_EQ(gpucoll_counters_get(&c), 0);
-    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 0u);
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 1u);  // the first only
 }
 #endif
 

@@ -63,8 +63,7 @@ static inline const void* gpucoll_user_buffer(const void* p) {
             int device_ = 0;                                                                       \
             int rc_fast_ = GPUCOLL_SUCCESS;                                                        \
             if (NULL != m->host_gate)                                                              \
-                rc_fast_ = gpucoll_host_gate_call(m->host_gate, gpucoll_user_buffer(at_a_),        \
-                                                  gpucoll_user_buffer(at_b_), (coll_id));          \
+                rc_fast_ = gpucoll_host_gate_call(m->host_gate, at_a_, at_b_, (coll_id));          \
             if (GPUCOLL_SUCCESS == rc_fast_)                                                       \
                 rc_fast_ = gpucoll_comm_host_call(                                                 \
                     m->uniform_memory ? NULL : m->core, gpucoll_user_buffer(at_a_),                \

@@ -563,9 +563,9 @@ GPUCOLL_EXPORT int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, c
  * owned by the core and laid out for this path (the first cache line holds
  * everything it reads; the count it adds is on the next). The caller keeps
  * the pointer gpucoll_comm_host_gate gave it, for as long as comm lives. */
-#define GPUCOLL_GATE_POST_DEPTH 64 /* posts per rank in the node's segment */
-#define GPUCOLL_GATE_STEP_BITS 20  /* progress word: call << GPUCOLL_GATE_STEP_BITS | step */
-#define GPUCOLL_GATE_DECLINE 2u    /* the post kind of a declined call */
+#define GPUCOLL_GATE_KIND_DEPTH 1024 /* post kinds per rank in the node's segment */
+#define GPUCOLL_GATE_STEP_BITS 20    /* progress word: call << GPUCOLL_GATE_STEP_BITS | step */
+#define GPUCOLL_GATE_DECLINE 2u      /* the post kind of a declined call */
 /* The process's last-call word (gpucoll_counters_t's last_* fields): a
  * delegated call writes only this word; a call on gpucoll's own paths also
  * writes the details and sets GPUCOLL_LAST_CALL_DETAILED. */
@@ -588,7 +588,7 @@ typedef struct gpucoll_host_gate {
     uint32_t unused;
     const gpucoll_device_span_t* span; /* the backend's device span */
     uint64_t* progress;                /* this rank's progress word in the node's segment */
-    uint32_t* kinds;                   /* this rank's post kinds, by call % POST_DEPTH */
+    uint32_t* kinds;                   /* this rank's post kinds, by call % KIND_DEPTH */
     const uint64_t* abort;             /* the call a rank failed after posting (0: none) */
     uint64_t* last_call;               /* the process's last-call word */
     /* Host calls handed to the host module, by collective (read by
@@ -602,29 +602,36 @@ typedef struct gpucoll_host_gate {
  * GPUCOLL_HOST_GATE_VERSION and sizeof(gpucoll_host_gate_t) as it was
  * compiled with: NULL where they differ from the library's (the gate's
  * layout and constants are compiled into the caller). */
-#define GPUCOLL_HOST_GATE_VERSION 1
+#define GPUCOLL_HOST_GATE_VERSION 2
 GPUCOLL_EXPORT gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm, int version,
                                                            size_t gate_bytes);
 /* The error of a call that a peer failed (rare: out of line). */
 GPUCOLL_EXPORT int gpucoll_host_gate_failed(void);
 
 /* gpucoll_comm_host_call through the gate: GPUCOLL_DECLINED when neither a
- * nor b is device memory (the decline posted and the call counted: hand it
+ * nor b is device memory (either may be NULL or any other address below
+ * 4096, such as MPI_IN_PLACE: host memory) (the decline posted and the call counted: hand it
  * to the host module), an error where a peer failed this call, and
  * GPUCOLL_SUCCESS, having done nothing, when the gate cannot tell: ask
  * gpucoll_comm_host_call. The same protocol as the core's decline. */
 static inline int gpucoll_host_gate_call(gpucoll_host_gate_t* g, const void* a, const void* b,
                                          gpucoll_coll_t coll) {
     if ((unsigned)coll >= (unsigned)GPUCOLL_COLL_COUNT) return GPUCOLL_SUCCESS;
-    const uintptr_t lo = __atomic_load_n(&g->span->lo, __ATOMIC_ACQUIRE);
-    const uintptr_t hi = __atomic_load_n(&g->span->hi, __ATOMIC_ACQUIRE);
-    if (a != NULL && (uintptr_t)a >= lo && (uintptr_t)a < hi) return GPUCOLL_SUCCESS;
-    if (b != NULL && (uintptr_t)b >= lo && (uintptr_t)b < hi) return GPUCOLL_SUCCESS;
+    /* p lies in [lo, hi) where p - lo < hi - lo (unsigned): one comparison
+     * per buffer, and none of the span's own edge cases can make it wrong
+     * on the host side: NULL and MPI_IN_PLACE (1) lie below every mapping,
+     * a span with nothing in it is {UINTPTR_MAX, 0} (width 1, which holds
+     * no address but UINTPTR_MAX), and one that a growth made lo > hi for a
+     * moment holds everything (the core decides then). */
+    const gpucoll_device_span_t* span = g->span;
+    const uintptr_t lo = __atomic_load_n(&span->lo, __ATOMIC_ACQUIRE);
+    const uintptr_t width = __atomic_load_n(&span->hi, __ATOMIC_ACQUIRE) - lo;
+    if ((uintptr_t)a - lo < width || (uintptr_t)b - lo < width) return GPUCOLL_SUCCESS;
     if (__atomic_load_n(&g->busy, __ATOMIC_ACQUIRE) != 0) return GPUCOLL_SUCCESS;
     const uint64_t seq = g->seq + 1;
     if (seq > g->seq_limit) return GPUCOLL_SUCCESS; /* a peer may still read that post */
     g->seq = seq;
-    g->kinds[seq % GPUCOLL_GATE_POST_DEPTH] = GPUCOLL_GATE_DECLINE;
+    g->kinds[seq % GPUCOLL_GATE_KIND_DEPTH] = GPUCOLL_GATE_DECLINE;
     __atomic_store_n(g->progress, seq << GPUCOLL_GATE_STEP_BITS, __ATOMIC_RELEASE);
     if (__atomic_load_n(g->abort, __ATOMIC_ACQUIRE) == seq) return gpucoll_host_gate_failed();
     /* The calling thread is the only writer; gpucoll_counters_get reads it. */

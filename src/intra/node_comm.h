@@ -233,7 +233,7 @@ public:
     }
     // The error of a call a peer failed (its message for last_error()).
     static int failed_by_peer();
-    PostKind kind_of(int p, uint64_t seq) const { return segment_.slot(p).kinds[seq % kPostDepth]; }
+    PostKind kind_of(int p, uint64_t seq) const { return segment_.slot(p).kinds[seq % kKindDepth]; }
     // Local rank 0's verdict word of call seq (communicators that span nodes).
     std::atomic<uint64_t>& verdict_word(uint64_t seq) const {
         return segment_.slot(0).verdicts[seq % kPostDepth];
@@ -330,7 +330,7 @@ private:
     // The post of call seq visible to the peers: its kind (written after
     // whatever else the post carries), then this rank's progress word.
     void publish_post(uint64_t seq, PostKind kind) {
-        segment_.slot(rank_).kinds[seq % kPostDepth] = kind;
+        segment_.slot(rank_).kinds[seq % kKindDepth] = kind;
         segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
     }
     void enqueued();

@@ -62,6 +62,16 @@ struct Post {  // its kind is apart (RankSlot::kinds), where the host gate write
 // post that a peer may not have read yet.
 // Deep enough that a rank rarely has to look at its peers' progress at all.
 constexpr uint64_t kPostDepth = 64;
+// Post kinds stay readable for more calls: a declined call writes only its
+// kind (and the progress word), so on one node a rank whose calls are all
+// declined may run this many calls ahead of the slowest peer (a host-buffer
+// bcast root), and reads its peers' progress once per this many calls, not
+// once per kPostDepth: that read pulls a cache line from another core, and
+// it was a measurable part of what a host-buffer call costs (dev-notes,
+// twenty-second session). A call that posts more than its kind still waits
+// for the post window (post()).
+constexpr uint64_t kKindDepth = 1024;
+static_assert(kKindDepth % kPostDepth == 0 && kKindDepth >= kPostDepth);
 
 // Progress word: (call sequence << kStepBits) | step. Posting call k sets it
 // to k << kStepBits; steps inside the call count up from 1; kStepDone marks
@@ -80,14 +90,14 @@ struct alignas(128) RankSlot {
     // but it cannot reuse call k's word before every rank has posted k + 1
     // (post() waits for that), so after reading what it needs.
     std::atomic<uint64_t> verdicts[kPostDepth];
-    // Each post's kind, by call % kPostDepth: a declined call writes only
-    // its kind and the progress word (one page, four cache lines of kinds).
-    alignas(64) PostKind kinds[kPostDepth];
+    // Each post's kind, by call % kKindDepth: a declined call writes only
+    // its kind and the progress word.
+    alignas(64) PostKind kinds[kKindDepth];
     alignas(64) Post posts[kPostDepth];
 };
 
 // The host gate (gpucoll.h, gpucoll_host_gate_call) writes the same.
-static_assert(kPostDepth == GPUCOLL_GATE_POST_DEPTH && kStepBits == GPUCOLL_GATE_STEP_BITS &&
+static_assert(kKindDepth == GPUCOLL_GATE_KIND_DEPTH && kStepBits == GPUCOLL_GATE_STEP_BITS &&
               static_cast<uint32_t>(PostKind::Decline) == GPUCOLL_GATE_DECLINE &&
               sizeof(PostKind) == sizeof(uint32_t));
 

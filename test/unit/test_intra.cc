@@ -694,6 +694,18 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
 // every mapping (a thread's heap arena or stack is an mmap, and may lie
 // inside the emu device span that earlier tests widened).
 float g_gate_host[2][256];
+constexpr int kGateCalls = 3 * GPUCOLL_GATE_KIND_DEPTH;  // a multiple of 6
+
+// A communicator of the thread-ranks and its gate (NULL where it has none).
+bool gate_comm(gpucoll_bootstrap_t& bs, gpucoll_comm_t** comm, gpucoll_host_gate_t** gate,
+               std::string& fail) {
+    if (gpucoll_comm_create(&bs, nullptr, comm) != 0 || *comm == nullptr) {
+        fail = std::string("comm_create: ") + gpucoll_last_error();
+        return false;
+    }
+    *gate = gpucoll_comm_host_gate(*comm, GPUCOLL_HOST_GATE_VERSION, sizeof(gpucoll_host_gate_t));
+    return true;
+}
 
 TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
     ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
@@ -701,21 +713,17 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
     std::atomic<int> gate_declines{0};
     on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_t* comm = nullptr;
-        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
-            fail = std::string("comm_create: ") + gpucoll_last_error();
-            return;
-        }
-        gpucoll_host_gate_t* gate =
-            gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION, sizeof(gpucoll_host_gate_t));
+        gpucoll_host_gate_t* gate = nullptr;
+        if (!gate_comm(bs, &comm, &gate, fail)) return;
         const size_t count = 256;
         void* d = dalloc(count * sizeof(float));
         float* host = g_gate_host[rank];
         if (gate == nullptr) fail = "no host gate on emu, one node";
-        // 300 calls: about five post windows. Iteration i: rank i % 2 has
+        // Three windows of post kinds (many post windows). Iteration i: rank i % 2 has
         // host buffers except every third call, where both have; the host
         // rank uses the gate on even calls (then the core, where the gate
         // cannot tell), the core on odd ones.
-        for (int iter = 0; iter < 300 && fail.empty(); ++iter) {
+        for (int iter = 0; iter < kGateCalls && fail.empty(); ++iter) {
             const bool host_rank = iter % 3 == 0 || rank == iter % 2;
             if (!host_rank) {
                 const uint64_t seq = gate->seq;
@@ -770,16 +778,64 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
         gpucoll_free_device(d);
         gpucoll_comm_destroy(comm);
     });
-    EXPECT_GT(gate_declines.load(), 50);  // the gate did most of its share
+    EXPECT_GT(gate_declines.load(), kGateCalls / 6);  // the gate did most of its share
     gpucoll_counters_t c;
     ASSERT_EQ(gpucoll_counters_get(&c), 0);
-    // Host ranks: every third call both (200), else one (200); the bcasts:
-    // rank 1's two, rank 0's second.
-    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED], 400u);
+    // Host ranks: every third call both, else one; the bcasts: rank 1's
+    // two, rank 0's second.
+    EXPECT_EQ(c.calls[GPUCOLL_COLL_ALLREDUCE][GPUCOLL_PATH_DELEGATED],
+              static_cast<uint64_t>(kGateCalls / 3 * 2 + kGateCalls / 3 * 2));
     EXPECT_EQ(c.calls[GPUCOLL_COLL_BCAST][GPUCOLL_PATH_DELEGATED], 3u);
     EXPECT_EQ(c.last_coll, GPUCOLL_COLL_BCAST);
     EXPECT_EQ(c.last_path, GPUCOLL_PATH_DELEGATED);
     EXPECT_STREQ(c.last_algorithm, "delegated");
+}
+
+// A rank whose calls are all declined runs ahead of a peer that has not
+// called yet by one window of post kinds, less one call, through the gate;
+// the next call waits in the core until that peer posted its first call
+// (else it would overwrite a kind the peer has still to read).
+TEST(IntraAgreement, HostGateStopsOneKindWindowAhead) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    std::atomic<bool> ahead{false}, posting{false};
+    std::atomic<uint64_t> last{0};  // rank 0's last call
+    on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm = nullptr;
+        gpucoll_host_gate_t* gate = nullptr;
+        if (!gate_comm(bs, &comm, &gate, fail)) return;
+        float* host = g_gate_host[rank];
+        if (gate == nullptr) fail = "no host gate on emu, one node";
+        if (fail.empty() && rank == 0) {
+            int declined = 0;
+            while (gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST) ==
+                       GPUCOLL_DECLINED &&
+                   declined <= GPUCOLL_GATE_KIND_DEPTH)
+                ++declined;
+            if (declined != GPUCOLL_GATE_KIND_DEPTH - 1)
+                fail = "the gate declined " + std::to_string(declined) +
+                       " calls ahead of a peer that has posted none";
+            last = gate->seq + 1;  // rank 1 makes as many calls (teardown waits for that)
+            ahead = true;
+            const int rc = gpucoll_comm_host_call(comm, host, nullptr, GPUCOLL_COLL_BCAST, nullptr);
+            if (fail.empty() && rc != GPUCOLL_DECLINED)
+                fail = "the call past the window: " + std::to_string(rc);
+            if (fail.empty() && !posting)
+                fail = "the call past the window did not wait for the peer's first post";
+        } else if (fail.empty()) {
+            while (!ahead) std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            posting = true;
+            while (fail.empty() && gate->seq < last) {
+                int rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST);
+                if (rc == GPUCOLL_SUCCESS)
+                    rc = gpucoll_comm_host_call(comm, host, nullptr, GPUCOLL_COLL_BCAST, nullptr);
+                if (rc != GPUCOLL_DECLINED) fail = "rank 1, call " + std::to_string(gate->seq);
+            }
+        }
+        ahead = true;  // rank 0 failed early: do not leave rank 1 waiting
+        bs.barrier(bs.ctx);
+        gpucoll_comm_destroy(comm);
+    });
 }
 
 // A peer failed the call this rank declines through the gate: an error
@@ -791,12 +847,8 @@ TEST(IntraAgreement, HostGateReportsAPeersFailure) {
     gpucoll_counters_reset();
     on_thread_ranks(1, [&](int, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_t* comm = nullptr;
-        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
-            fail = std::string("comm_create: ") + gpucoll_last_error();
-            return;
-        }
-        gpucoll_host_gate_t* gate =
-            gpucoll_comm_host_gate(comm, GPUCOLL_HOST_GATE_VERSION, sizeof(gpucoll_host_gate_t));
+        gpucoll_host_gate_t* gate = nullptr;
+        if (!gate_comm(bs, &comm, &gate, fail)) return;
         float* x = g_gate_host[0];
         if (gate == nullptr) {
             fail = "no host gate";

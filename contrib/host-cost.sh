@@ -20,7 +20,7 @@ usage: contrib/host-cost.sh [-b BUILDDIR] [-s BYTES] [-n CALLS] [-c COLL]
   -s BYTES     buffer size (default 1024)
   -n CALLS     calls (default 40000)
   -c COLL      collective (default allreduce)
-Needs valgrind (callgrind_annotate) and mpirun. Prints one line:
+Needs valgrind and mpirun. Prints one line:
   COLL BYTES B: N instructions of gpucoll code per host call (build BUILDDIR)
 EOF
 }
@@ -41,7 +41,7 @@ while getopts "b:s:n:c:h" opt; do
     esac
 done
 build=$(cd "$build" && pwd) || exit 2
-for tool in valgrind callgrind_annotate mpirun; do
+for tool in valgrind mpirun; do
     command -v $tool >/dev/null || { echo "host-cost.sh: $tool not found" >&2; exit 2; }
 done
 # The real program: perf/gpucoll_bench is a libtool wrapper script, under
@@ -59,12 +59,20 @@ gpucoll_instructions() {
         --mca mca_base_component_path "$build/coll/.libs:SYS_DEFAULT:USER_DEFAULT" \
         --mca coll_gpucoll_device emu \
         sh -c "if [ \$OMPI_COMM_WORLD_RANK = 0 ]; then
-                   exec valgrind -q --tool=callgrind --callgrind-out-file=$out $bench $coll -d host -m $bytes:$bytes -i $n -w 10 -T 100000
+                   exec valgrind -q --tool=callgrind --compress-strings=no --compress-pos=no --callgrind-out-file=$out $bench $coll -d host -m $bytes:$bytes -i $n -w 10 -T 100000
                else
                    exec $bench $coll -d host -m $bytes:$bytes -i $n -w 10 -T 100000
                fi" >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; return 1; }
-    callgrind_annotate --threshold=100 --inclusive=no "$out" 2>/dev/null |
-        awk '/libgpucoll|mca_coll_gpucoll/ { gsub(",", "", $1); s += $1 } END { print s + 0 }'
+    # Self cost by object, from the profile itself: "ob=" names the object of
+    # the functions that follow, a cost line after "calls=" is a callee's
+    # (inclusive) and is skipped. (callgrind_annotate's listing, used
+    # before, leaves the object out of some lines, those of code inlined
+    # from a header among them, and so counted part of the component only.)
+    awk '/^ob=/ { ob = $0 }
+         /^calls=/ { callee = 1; next }
+         /^[0-9]/ { if (callee) { callee = 0; next }
+                    if (ob ~ /libgpucoll|mca_coll_gpucoll/) s += $2 }
+         END { print s + 0 }' "$out"
 }
 
 total=$(gpucoll_instructions "$calls") || exit 1

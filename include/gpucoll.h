@@ -622,7 +622,8 @@ static inline int gpucoll_host_gate_call(gpucoll_host_gate_t* g, const void* a, 
      * on the host side: NULL and MPI_IN_PLACE (1) lie below every mapping,
      * a span with nothing in it is {UINTPTR_MAX, 0} (width 1, which holds
      * no address but UINTPTR_MAX), and one that a growth made lo > hi for a
-     * moment holds everything (the core decides then). */
+     * moment (the first, lo stored before hi) holds every address from lo
+     * up, all the device memory there is (the core decides for those). */
     const gpucoll_device_span_t* span = g->span;
     const uintptr_t lo = __atomic_load_n(&span->lo, __ATOMIC_ACQUIRE);
     const uintptr_t width = __atomic_load_n(&span->hi, __ATOMIC_ACQUIRE) - lo;

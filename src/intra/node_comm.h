@@ -155,8 +155,8 @@ public:
     // communicator's behalf (no call queued: the progress thread has nothing
     // to do here; one node): false otherwise, and nothing done. The
     // host-buffer path of every collective comes through here: inline, and
-    // the peers' progress is only read when the post window needs it (once
-    // every kPostDepth calls; then the long way, decline()).
+    // the peers' progress is only read when the window of post kinds needs
+    // it (once every kKindDepth calls; then the long way, decline()).
     // The same protocol as gpucoll_host_gate_call (gpucoll.h), on the same
     // fields.
     bool decline_unlocked(int* status) {

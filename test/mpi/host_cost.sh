@@ -11,7 +11,7 @@
 # twenty-second session: 105, 93 and 106 (setup and teardown included,
 # spread over the calls). bcast and allgather let rank 0 run ahead and
 # spin now and then in the post window: the limit leaves room for that.
-# perf/gpucoll_host_overhead times the same cost (10-20 ns a call on the
+# perf/gpucoll_host_overhead times the same cost (10-25 ns a call on the
 # project VM).
 set -eu
 . "$(dirname "$0")/mpi-env.sh"

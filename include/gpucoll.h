@@ -561,11 +561,9 @@ GPUCOLL_EXPORT int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, c
  * 2-core VM: reaching another library's code, not the work there). The
  * gate does the same in the caller: each communicator of one node has one,
  * owned by the core and laid out for this path (the first cache line holds
- * everything it reads; the count it adds is on the next). The caller keeps
+ * everything it reads, and the counts of allreduce and bcast). The caller keeps
  * the pointer gpucoll_comm_host_gate gave it, for as long as comm lives. */
-#define GPUCOLL_GATE_KIND_DEPTH 1024 /* post kinds per rank in the node's segment */
-#define GPUCOLL_GATE_STEP_BITS 20    /* progress word: call << GPUCOLL_GATE_STEP_BITS | step */
-#define GPUCOLL_GATE_DECLINE 2u      /* the post kind of a declined call */
+#define GPUCOLL_GATE_STEP_BITS 20 /* progress word: call << GPUCOLL_GATE_STEP_BITS | step */
 /* The process's last-call word (gpucoll_counters_t's last_* fields): a
  * delegated call writes only this word; a call on gpucoll's own paths also
  * writes the details and sets GPUCOLL_LAST_CALL_DETAILED. */
@@ -582,13 +580,11 @@ typedef struct gpucoll_device_span {
 
 typedef struct gpucoll_host_gate {
     /* First cache line: what each host call reads. */
-    uint64_t seq;       /* the last call this rank posted (written by the calling thread) */
-    uint64_t seq_limit; /* calls up to this one may post without reading the peers' progress */
-    uint32_t busy;      /* atomic; not 0: calls are queued or a rebind is pending: ask the core */
+    uint64_t seq;  /* the last call this rank posted (written by the calling thread) */
+    uint32_t busy; /* atomic; not 0: calls are queued or a rebind is pending: ask the core */
     uint32_t unused;
     const gpucoll_device_span_t* span; /* the backend's device span */
     uint64_t* progress;                /* this rank's progress word in the node's segment */
-    uint32_t* kinds;                   /* this rank's post kinds, by call % KIND_DEPTH */
     const uint64_t* abort;             /* the call a rank failed after posting (0: none) */
     uint64_t* last_call;               /* the process's last-call word */
     /* Host calls handed to the host module, by collective (read by
@@ -602,7 +598,7 @@ typedef struct gpucoll_host_gate {
  * GPUCOLL_HOST_GATE_VERSION and sizeof(gpucoll_host_gate_t) as it was
  * compiled with: NULL where they differ from the library's (the gate's
  * layout and constants are compiled into the caller). */
-#define GPUCOLL_HOST_GATE_VERSION 2
+#define GPUCOLL_HOST_GATE_VERSION 3
 GPUCOLL_EXPORT gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm, int version,
                                                            size_t gate_bytes);
 /* The error of a call that a peer failed (rare: out of line). */
@@ -629,10 +625,9 @@ static inline int gpucoll_host_gate_call(gpucoll_host_gate_t* g, const void* a, 
     const uintptr_t width = __atomic_load_n(&span->hi, __ATOMIC_ACQUIRE) - lo;
     if ((uintptr_t)a - lo < width || (uintptr_t)b - lo < width) return GPUCOLL_SUCCESS;
     if (__atomic_load_n(&g->busy, __ATOMIC_ACQUIRE) != 0) return GPUCOLL_SUCCESS;
-    const uint64_t seq = g->seq + 1;
-    if (seq > g->seq_limit) return GPUCOLL_SUCCESS; /* a peer may still read that post */
-    g->seq = seq;
-    g->kinds[seq % GPUCOLL_GATE_KIND_DEPTH] = GPUCOLL_GATE_DECLINE;
+    /* A decline posts only its progress word: it overwrites no post, so it
+     * waits for no peer. */
+    const uint64_t seq = ++g->seq;
     __atomic_store_n(g->progress, seq << GPUCOLL_GATE_STEP_BITS, __ATOMIC_RELEASE);
     if (__atomic_load_n(g->abort, __ATOMIC_ACQUIRE) == seq) return gpucoll_host_gate_failed();
     /* The calling thread is the only writer; gpucoll_counters_get reads it. */

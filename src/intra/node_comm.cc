@@ -285,11 +285,9 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
 void NodeComm::init_gate() {
     static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                   std::atomic<uint64_t>::is_always_lock_free);
-    gate_.seq_limit = kKindDepth - 1;  // min_seen_ 0: the first window
     gate_.span = device_->device_span();
     RankSlot& mine = segment_.slot(rank_);
     gate_.progress = reinterpret_cast<uint64_t*>(&mine.progress);
-    gate_.kinds = reinterpret_cast<uint32_t*>(mine.kinds);
     gate_.abort = reinterpret_cast<const uint64_t*>(&segment_.header().abort);
 }
 
@@ -602,9 +600,6 @@ Status NodeComm::wait_all_seen(uint64_t word) {
         least = std::min(least, peer_seen_[p]);
     }
     min_seen_ = least;
-    // The declines it may post unread (only its kind: decline_unlocked and
-    // the host gate, one node).
-    gate_.seq_limit = (least >> kStepBits) + kKindDepth - 1;
     return kSuccess;
 }
 
@@ -779,16 +774,20 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
 
 void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
                     const CallSignature* sig) {
-    // Do not overwrite a post that a peer may still have to read. Every rank
-    // posts every call, so this wait always ends. A decline on one node
-    // writes only its kind; between nodes local rank 0's verdict words
-    // (kPostDepth of them) need every rank within the post window.
-    const uint64_t depth = kind == PostKind::Decline && hier_ == nullptr ? kKindDepth : kPostDepth;
-    if (seq >= depth) wait_all_seen(progress_word(seq - depth + 1, 0));
-    Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
-    if (kind == PostKind::Accelerate)  // peers read descriptors of accelerated posts only
-        for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
-    if (sig != nullptr) post.sig = *sig;
+    // A decline writes no post (its kind word stays an earlier call's:
+    // kind_of), so on one node it waits for nobody. Any other post must not
+    // overwrite one a peer may still have to read: it waits until every
+    // peer posted seq - kPostDepth + 1 (every rank posts every call, so the
+    // wait ends). Between nodes declines wait too: local rank 0's verdict
+    // words (kPostDepth of them) need every rank within the post window.
+    if (seq >= kPostDepth && (kind != PostKind::Decline || hier_ != nullptr))
+        wait_all_seen(progress_word(seq - kPostDepth + 1, 0));
+    if (kind != PostKind::Decline) {
+        Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
+        if (kind == PostKind::Accelerate)  // peers read descriptors of accelerated posts only
+            for (int b = 0; b < kPostedBuffers; ++b) post.buf[b] = prepared->desc[b];
+        if (sig != nullptr) post.sig = *sig;
+    }
     publish_post(seq, kind);
 }
 

@@ -155,15 +155,12 @@ public:
     // communicator's behalf (no call queued: the progress thread has nothing
     // to do here; one node): false otherwise, and nothing done. The
     // host-buffer path of every collective comes through here: inline, and
-    // the peers' progress is only read when the window of post kinds needs
-    // it (once every kKindDepth calls; then the long way, decline()).
+    // it never reads a peer's progress (a decline overwrites no post).
     // The same protocol as gpucoll_host_gate_call (gpucoll.h), on the same
     // fields.
     bool decline_unlocked(int* status) {
         if (hier_ != nullptr || __atomic_load_n(&gate_.busy, __ATOMIC_ACQUIRE) != 0) return false;
-        const uint64_t seq = gate_.seq + 1;
-        if (seq > gate_.seq_limit) return false;  // a peer may still read that post
-        gate_.seq = seq;
+        const uint64_t seq = ++gate_.seq;
         publish_post(seq, PostKind::Decline);
         *status = segment_.load_acquire(segment_.header().abort) == seq ? failed_by_peer()
                                                                         : GPUCOLL_DECLINED;
@@ -183,7 +180,7 @@ public:
     std::shared_ptr<Pending> start(std::shared_ptr<const Plan> plan);
     uint64_t id() const { return id_; }  // unique in the process
     // The host gate of this communicator (gpucoll_comm_host_gate): its
-    // call sequence, window and busy word are the ones every call here
+    // call sequence and busy word are the ones every call here
     // uses; its counts are the communicator's delegated calls.
     gpucoll_host_gate_t& host_gate() { return gate_; }
     void start_decline();
@@ -233,7 +230,13 @@ public:
     }
     // The error of a call a peer failed (its message for last_error()).
     static int failed_by_peer();
-    PostKind kind_of(int p, uint64_t seq) const { return segment_.slot(p).kinds[seq % kKindDepth]; }
+    // Rank p's kind for call seq, once p posted it: a kind word of another
+    // call (an earlier one: p cannot post seq + kPostDepth before we are
+    // past seq) means p declined seq, which writes none.
+    PostKind kind_of(int p, uint64_t seq) const {
+        const uint64_t word = post_of(p, seq).kind;
+        return word >> 8 == seq ? static_cast<PostKind>(word & 0xff) : PostKind::Decline;
+    }
     // Local rank 0's verdict word of call seq (communicators that span nodes).
     std::atomic<uint64_t>& verdict_word(uint64_t seq) const {
         return segment_.slot(0).verdicts[seq % kPostDepth];
@@ -327,10 +330,12 @@ private:
     void begin(Pending& op);
     int conclude(Pending& op);
     int decline_now(bool may_wait = true);
-    // The post of call seq visible to the peers: its kind (written after
-    // whatever else the post carries), then this rank's progress word.
+    // The post of call seq visible to the peers: its kind word (written
+    // after whatever else the post carries; a decline writes none), then
+    // this rank's progress word.
     void publish_post(uint64_t seq, PostKind kind) {
-        segment_.slot(rank_).kinds[seq % kKindDepth] = kind;
+        if (kind != PostKind::Decline)
+            segment_.slot(rank_).posts[seq % kPostDepth].kind = kind_word(seq, kind);
         segment_.store_release(segment_.slot(rank_).progress, progress_word(seq, 0));
     }
     void enqueued();
@@ -400,14 +405,14 @@ private:
     SharedSegment segment_;
     std::vector<int> pids_;
     bool ready_ = false;  // setup succeeded on every rank
-    // The call sequence (gate_.seq), the window (seq_limit, from min_seen_)
-    // and the busy word (update_busy), with the pointers a host call needs,
-    // on one cache line; then the delegated counts.
+    // The call sequence (gate_.seq) and the busy word (update_busy), with
+    // the pointers a host call needs, on one cache line; then the delegated
+    // counts.
     alignas(64) gpucoll_host_gate_t gate_{};
     // gate_.busy from queued_ and rebind_pending_: under lock(), after
     // either changed. Release: what ending a call wrote (the sequence, the
     // segment) is visible to a host call that reads busy 0.
-    // Its pointers and first window, once the segment is mapped (last_call:
+    // Its pointers, once the segment is mapped (last_call:
     // the core's, gpucoll_comm_host_gate).
     void init_gate();
     void update_busy() {
@@ -416,7 +421,7 @@ private:
         __atomic_store_n(&gate_.busy, busy ? 1u : 0u, __ATOMIC_RELEASE);
     }
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
-    uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut, seq_limit)
+    uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut)
     // Scratch of CallContext, one entry per rank, reused call after call.
     friend class CallContext;
     std::vector<const void*> sources_;

@@ -53,7 +53,16 @@ struct CallSignature {
 // its temporary device buffer (partial sums of ring reduce-scatter).
 enum : int { kSendBuf = 0, kRecvBuf = 1, kTempBuf = 2, kPostedBuffers = 3 };
 
-struct Post {  // its kind is apart (RankSlot::kinds), where the host gate writes it
+// A post's kind word: (call << 8) | PostKind. Only posts other than a
+// decline write it (kind_word): a declined call writes nothing but the
+// progress word, so a word that names an earlier call than the one read
+// means that call was declined (NodeComm::kind_of).
+constexpr uint64_t kind_word(uint64_t seq, PostKind kind) {
+    return (seq << 8) | static_cast<uint64_t>(kind);
+}
+
+struct Post {
+    uint64_t kind;  // kind_word of the call this post was last written for (0: none yet)
     CallSignature sig;
     BufferDesc buf[kPostedBuffers];
 };
@@ -61,17 +70,12 @@ struct Post {  // its kind is apart (RankSlot::kinds), where the host gate write
 // Calls whose posts stay readable: a rank waits before it would overwrite a
 // post that a peer may not have read yet.
 // Deep enough that a rank rarely has to look at its peers' progress at all.
+// A declined call on one node overwrites no post (kind_word), so it waits
+// for nobody: a rank whose calls are all declined (a host-buffer bcast
+// root) may run any number of calls ahead, and never reads its peers'
+// progress (a cache line another core writes). Between nodes declines keep
+// the window (local rank 0's verdict words).
 constexpr uint64_t kPostDepth = 64;
-// Post kinds stay readable for more calls: a declined call writes only its
-// kind (and the progress word), so on one node a rank whose calls are all
-// declined may run this many calls ahead of the slowest peer (a host-buffer
-// bcast root), and reads its peers' progress once per this many calls, not
-// once per kPostDepth: that read pulls a cache line from another core, and
-// it was a measurable part of what a host-buffer call costs (dev-notes,
-// twenty-second session). A call that posts more than its kind still waits
-// for the post window (post()).
-constexpr uint64_t kKindDepth = 1024;
-static_assert(kKindDepth % kPostDepth == 0 && kKindDepth >= kPostDepth);
 
 // Progress word: (call sequence << kStepBits) | step. Posting call k sets it
 // to k << kStepBits; steps inside the call count up from 1; kStepDone marks
@@ -90,16 +94,11 @@ struct alignas(128) RankSlot {
     // but it cannot reuse call k's word before every rank has posted k + 1
     // (post() waits for that), so after reading what it needs.
     std::atomic<uint64_t> verdicts[kPostDepth];
-    // Each post's kind, by call % kKindDepth: a declined call writes only
-    // its kind and the progress word.
-    alignas(64) PostKind kinds[kKindDepth];
     alignas(64) Post posts[kPostDepth];
 };
 
 // The host gate (gpucoll.h, gpucoll_host_gate_call) writes the same.
-static_assert(kKindDepth == GPUCOLL_GATE_KIND_DEPTH && kStepBits == GPUCOLL_GATE_STEP_BITS &&
-              static_cast<uint32_t>(PostKind::Decline) == GPUCOLL_GATE_DECLINE &&
-              sizeof(PostKind) == sizeof(uint32_t));
+static_assert(kStepBits == GPUCOLL_GATE_STEP_BITS);
 
 struct SegmentHeader {
     // Sequence number of a call a rank failed after posting (0: none). Every

@@ -694,7 +694,7 @@ TEST(IntraAgreement, HostCallDeclinesForHostBuffersOnly) {
 // every mapping (a thread's heap arena or stack is an mmap, and may lie
 // inside the emu device span that earlier tests widened).
 float g_gate_host[2][256];
-constexpr int kGateCalls = 3 * GPUCOLL_GATE_KIND_DEPTH;  // a multiple of 6
+constexpr int kGateCalls = 3072;  // a multiple of 6
 
 // A communicator of the thread-ranks and its gate (NULL where it has none).
 bool gate_comm(gpucoll_bootstrap_t& bs, gpucoll_comm_t** comm, gpucoll_host_gate_t** gate,
@@ -719,7 +719,7 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
         void* d = dalloc(count * sizeof(float));
         float* host = g_gate_host[rank];
         if (gate == nullptr) fail = "no host gate on emu, one node";
-        // Three windows of post kinds (many post windows). Iteration i: rank i % 2 has
+        // Many post windows. Iteration i: rank i % 2 has
         // host buffers except every third call, where both have; the host
         // rank uses the gate on even calls (then the core, where the gate
         // cannot tell), the core on odd ones.
@@ -791,58 +791,77 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
     EXPECT_STREQ(c.last_algorithm, "delegated");
 }
 
-// A rank whose calls are all declined runs ahead of a peer that has not
-// called yet by one window of post kinds, less one call, through the gate;
-// the next call waits in the core until that peer posted its first call
-// (else it would overwrite a kind the peer has still to read). This checks
-// the limit, not the kinds themselves: here a decline only ever replaces a
-// decline. A missing wait is caught when rank 0's call returns within rank
-// 1's 50 ms sleep (a loaded machine may miss it, never fail spuriously).
-TEST(IntraAgreement, HostGateStopsOneKindWindowAhead) {
+// A declined call writes no post, not even a kind word, so it waits for
+// nobody: rank 0 runs thousands of calls (many post windows, and more than
+// the 1024 calls the window of post kinds once allowed) through the gate
+// before rank 1 makes any. Then rank 1 reads rank 0's kinds: call 1 was
+// accelerated, and the calls that reuse its post slot were declined, though
+// the slot still holds call 1's kind word; rank 1's device calls there are
+// declined. (A kind read without its call number would see call 1's
+// "accelerate" there: the test checks kind_of before such a call, which
+// would wait for steps rank 0 never makes.)
+TEST(IntraAgreement, DeclinesWriteNoPostAndWaitForNobody) {
+    using gpucoll::intra::kPostDepth;
+    using gpucoll::intra::PostKind;
     ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
-    std::atomic<bool> ahead{false}, posting{false};
-    std::atomic<uint64_t> last{0};  // rank 0's last call
+    constexpr uint64_t kAhead = 3000;  // calls 2 .. 1 + kAhead: rank 0 declines them first
+    std::atomic<bool> ahead{false}, all_declined{false};
     on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
-        gpucoll_comm_t* comm = nullptr;
-        gpucoll_host_gate_t* gate = nullptr;
-        if (!gate_comm(bs, &comm, &gate, fail)) {
-            ahead = true;  // do not leave rank 1 waiting
+        gpucoll_comm_config_t cfg;
+        gpucoll_comm_config_init(&cfg);
+        std::unique_ptr<gpucoll::intra::NodeComm> comm;
+        if (gpucoll::intra::NodeComm::create(bs, cfg, &comm) != GPUCOLL_SUCCESS || !comm) {
+            fail = std::string("create: ") + gpucoll_last_error();
+            ahead = true;
             return;
         }
+        const size_t count = 256;
+        void* d = dalloc(count * sizeof(float));
         float* host = g_gate_host[rank];
-        if (gate == nullptr) fail = "no host gate on emu, one node";
-        if (fail.empty() && rank == 0) {
-            int declined = 0;
-            while (gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST) ==
-                       GPUCOLL_DECLINED &&
-                   declined <= GPUCOLL_GATE_KIND_DEPTH)
-                ++declined;
-            if (declined != GPUCOLL_GATE_KIND_DEPTH - 1)
-                fail = "the gate declined " + std::to_string(declined) +
-                       " calls ahead of a peer that has posted none";
-            last = gate->seq + 1;  // rank 1 makes as many calls (teardown waits for that)
+        gpucoll_call_t call = sum_allreduce_call(nullptr, d, count);
+        const int first = comm->run(call);  // call 1, both ranks on device buffers
+        if (first != GPUCOLL_SUCCESS)
+            fail =
+                "call 1 was not accelerated: " + std::to_string(first) + " " + gpucoll_last_error();
+        gpucoll_host_gate_t* gate = &comm->host_gate();
+        uint64_t last_call =
+            0;  // gpucoll_comm_host_gate sets the process's; a bare NodeComm has none
+        gate->last_call = &last_call;
+        if (rank == 0) {
+            for (uint64_t k = 2; k <= 1 + kAhead; ++k) {
+                const int rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST);
+                if (rc == GPUCOLL_DECLINED) continue;
+                if (fail.empty())
+                    fail = "rank 0's gate, call " + std::to_string(k) + " (rank 1 has made " +
+                           "none): " + std::to_string(rc);
+                ahead = true;  // the core may wait for rank 1: let it go on
+                if (rc == GPUCOLL_SUCCESS) (void)comm->decline();
+            }
+            all_declined = fail.empty();
             ahead = true;
-            const int rc = gpucoll_comm_host_call(comm, host, nullptr, GPUCOLL_COLL_BCAST, nullptr);
-            if (fail.empty() && rc != GPUCOLL_DECLINED)
-                fail = "the call past the window: " + std::to_string(rc);
-            if (fail.empty() && !posting)
-                fail = "the call past the window did not wait for the peer's first post";
-        } else if (fail.empty()) {
+        } else {
             while (!ahead) std::this_thread::yield();
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            posting = true;
-            // As many calls as rank 0 (teardown waits for that), failed or not.
-            for (uint64_t k = gate->seq; k < last; ++k) {
-                int rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST);
-                if (rc == GPUCOLL_SUCCESS)
-                    rc = gpucoll_comm_host_call(comm, host, nullptr, GPUCOLL_COLL_BCAST, nullptr);
+            bool kinds_right = fail.empty() && all_declined;
+            for (uint64_t k : {uint64_t{1}, 1 + kPostDepth, 1 + 17 * kPostDepth}) {
+                const PostKind want = k == 1 ? PostKind::Accelerate : PostKind::Decline;
+                if (comm->kind_of(0, k) != want) {
+                    kinds_right = false;
+                    if (fail.empty())
+                        fail = "rank 0's kind of call " + std::to_string(k) + ": " +
+                               std::to_string(static_cast<int>(comm->kind_of(0, k)));
+                }
+            }
+            // Device buffers where rank 0's slot holds call 1's kind word.
+            for (uint64_t k = 2; k <= 1 + kAhead; ++k) {
+                const bool device = kinds_right && k % kPostDepth == 1;
+                const int rc = device ? comm->run(call) : comm->decline();
                 if (rc != GPUCOLL_DECLINED && fail.empty())
-                    fail = "rank 1, call " + std::to_string(k + 1) + ": " + std::to_string(rc);
+                    fail = "rank 1, call " + std::to_string(k) + (device ? " (device)" : "") +
+                           ": " + std::to_string(rc);
             }
         }
-        ahead = true;  // rank 0 failed early: do not leave rank 1 waiting
         bs.barrier(bs.ctx);
-        gpucoll_comm_destroy(comm);
+        gpucoll_free_device(d);
     });
 }
 

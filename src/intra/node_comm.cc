@@ -1297,7 +1297,8 @@ void NodeComm::enqueued() {
 }
 
 // Posting call seq overwrites the post of call seq - kPostDepth: every peer
-// must have posted the call after it (post() would wait for that).
+// must have posted the call after it (post() would wait for that). Declines
+// on one node overwrite nothing: progress() does not ask for those.
 bool NodeComm::can_post(uint64_t seq) const {
     if (seq < kPostDepth) return true;
     const uint64_t word = progress_word(seq - kPostDepth + 1, 0);
@@ -1328,7 +1329,8 @@ bool NodeComm::progress(bool post_only) {
     while (!queue_.empty()) {
         Pending& op = *queue_.front();
         if (!op.begun) {
-            if (!can_post(gate_.seq + 1)) break;
+            const bool overwrites = !op.decline_only || hier_ != nullptr;  // post()'s window
+            if (overwrites && !can_post(gate_.seq + 1)) break;
             begin(op);
         }
         if (!op.done && hier_ != nullptr && !post_only) {

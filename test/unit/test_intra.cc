@@ -792,23 +792,37 @@ TEST(IntraAgreement, HostGateAndCoreDeclineAlike) {
 }
 
 // A declined call writes no post, not even a kind word, so it waits for
-// nobody: rank 0 runs thousands of calls (many post windows, and more than
-// the 1024 calls the window of post kinds once allowed) through the gate
-// before rank 1 makes any. Then rank 1 reads rank 0's kinds: call 1 was
-// accelerated, and the calls that reuse its post slot were declined, though
-// the slot still holds call 1's kind word; rank 1's device calls there are
-// declined. (A kind read without its call number would see call 1's
-// "accelerate" there: the test checks kind_of before such a call, which
-// would wait for steps rank 0 never makes.)
+// nobody: rank 0 declines thousands of calls (many post windows, and more
+// than the 1024 calls the window of post kinds once allowed) before rank 1
+// makes any, in turn through the gate, the core's lock-free decline, its
+// decline() and a nonblocking decline. Then rank 1 reads rank 0's kinds:
+// call 1 was accelerated, and the calls that reuse its post slot were
+// declined, though the slot still holds call 1's kind word; rank 1's device
+// calls there are declined. (A kind read without its call number, or a
+// decline that writes one, fails the kind_of checks, made before such a
+// call, which would otherwise wait for steps rank 0 never makes.) Last, both
+// ranks run one more call on device buffers: rank 0's post of it, far
+// ahead, still waits for the post window (rank 1's post of the call 63
+// before it); rank 1 looks at rank 0's progress word 50 ms after rank 0
+// began that call (a loaded machine may miss a post made too early, never
+// fail spuriously).
 TEST(IntraAgreement, DeclinesWriteNoPostAndWaitForNobody) {
     using gpucoll::intra::kPostDepth;
     using gpucoll::intra::PostKind;
+    using gpucoll::intra::progress_word;
     ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
     constexpr uint64_t kAhead = 3000;  // calls 2 .. 1 + kAhead: rank 0 declines them first
     std::atomic<bool> ahead{false}, all_declined{false};
+    constexpr uint64_t kLast = 2 + kAhead;  // on device buffers, both ranks
+    // A decline that waits for rank 1 would wait forever: fail instead.
+    reentry::Watchdog watchdog(60, "DeclinesWriteNoPostAndWaitForNobody");
     on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
         gpucoll_comm_config_t cfg;
         gpucoll_comm_config_init(&cfg);
+        cfg.progress_thread = 0;  // queued calls advance in this thread only
+        // Not one-shot: its input goes to a scratch slot, whose reuse waits
+        // for the peers' previous call, which would hide the window's wait.
+        cfg.algorithm[GPUCOLL_COLL_ALLREDUCE] = GPUCOLL_ALGO_TWO_SHOT;
         std::unique_ptr<gpucoll::intra::NodeComm> comm;
         if (gpucoll::intra::NodeComm::create(bs, cfg, &comm) != GPUCOLL_SUCCESS || !comm) {
             fail = std::string("create: ") + gpucoll_last_error();
@@ -824,25 +838,46 @@ TEST(IntraAgreement, DeclinesWriteNoPostAndWaitForNobody) {
             fail =
                 "call 1 was not accelerated: " + std::to_string(first) + " " + gpucoll_last_error();
         gpucoll_host_gate_t* gate = &comm->host_gate();
-        uint64_t last_call =
-            0;  // gpucoll_comm_host_gate sets the process's; a bare NodeComm has none
+        // gpucoll_comm_host_gate sets the process's; a bare NodeComm has none.
+        uint64_t last_call = 0;
         gate->last_call = &last_call;
         if (rank == 0) {
             for (uint64_t k = 2; k <= 1 + kAhead; ++k) {
-                const int rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST);
+                int rc = GPUCOLL_SUCCESS;
+                const char* way = "the gate";
+                const uint64_t turn = (k + k / kPostDepth) % 4;  // call 1's slot: each way too
+                if (turn == 0) {
+                    rc = gpucoll_host_gate_call(gate, host, nullptr, GPUCOLL_COLL_BCAST);
+                } else if (turn == 1) {
+                    way = "decline_unlocked";
+                    if (!comm->decline_unlocked(&rc)) rc = GPUCOLL_SUCCESS;
+                } else if (turn == 2) {
+                    way = "decline()";
+                    rc = comm->decline();
+                } else {
+                    // Nonblocking: posted at once (the next call finds it ended).
+                    way = "start_decline";
+                    std::lock_guard lock(comm->lock());
+                    comm->start_decline();
+                    rc = comm->progress() ? GPUCOLL_DECLINED : GPUCOLL_SUCCESS;
+                }
                 if (rc == GPUCOLL_DECLINED) continue;
                 if (fail.empty())
-                    fail = "rank 0's gate, call " + std::to_string(k) + " (rank 1 has made " +
-                           "none): " + std::to_string(rc);
+                    fail = "rank 0's call " + std::to_string(k) + " through " + way +
+                           " (rank 1 has made none): " + std::to_string(rc);
                 ahead = true;  // the core may wait for rank 1: let it go on
                 if (rc == GPUCOLL_SUCCESS) (void)comm->decline();
             }
             all_declined = fail.empty();
             ahead = true;
+            const int rc = comm->run(call);
+            if (rc != GPUCOLL_SUCCESS && fail.empty())
+                fail = "rank 0's last call: " + std::to_string(rc) + " " + gpucoll_last_error();
         } else {
             while (!ahead) std::this_thread::yield();
             bool kinds_right = fail.empty() && all_declined;
-            for (uint64_t k : {uint64_t{1}, 1 + kPostDepth, 1 + 17 * kPostDepth}) {
+            for (uint64_t k : {uint64_t{1}, 1 + kPostDepth, 1 + 2 * kPostDepth, 1 + 3 * kPostDepth,
+                               1 + 17 * kPostDepth}) {
                 const PostKind want = k == 1 ? PostKind::Accelerate : PostKind::Decline;
                 if (comm->kind_of(0, k) != want) {
                     kinds_right = false;
@@ -851,16 +886,27 @@ TEST(IntraAgreement, DeclinesWriteNoPostAndWaitForNobody) {
                                std::to_string(static_cast<int>(comm->kind_of(0, k)));
                 }
             }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 tries kLast
             // Device buffers where rank 0's slot holds call 1's kind word.
             for (uint64_t k = 2; k <= 1 + kAhead; ++k) {
+                const uint64_t theirs = comm->segment().slot(0).progress.load();
+                if (k == kLast - kPostDepth + 1 && theirs >= progress_word(kLast, 0) &&
+                    fail.empty())
+                    fail = "rank 0 posted call " + std::to_string(kLast) +
+                           " (device buffers) before rank 1 posted call " + std::to_string(k) +
+                           ", the post window's";
                 const bool device = kinds_right && k % kPostDepth == 1;
                 const int rc = device ? comm->run(call) : comm->decline();
                 if (rc != GPUCOLL_DECLINED && fail.empty())
                     fail = "rank 1, call " + std::to_string(k) + (device ? " (device)" : "") +
                            ": " + std::to_string(rc);
             }
+            const int rc = comm->run(call);
+            if (rc != GPUCOLL_SUCCESS && fail.empty())
+                fail = "rank 1's last call: " + std::to_string(rc) + " " + gpucoll_last_error();
         }
         bs.barrier(bs.ctx);
+        comm.reset();
         gpucoll_free_device(d);
     });
 }

@@ -5,9 +5,9 @@
 # libgpucoll and mca_coll_gpucoll, divided by N (setup included: a few
 # instructions per call at the default N). Deterministic for a given N where
 # timings on a shared VM are not (a change of a few nanoseconds is below
-# their noise). allreduce keeps the ranks in step; with bcast or allgather
-# rank 0 (slowed by valgrind, yet able to run ahead) may spin in the post
-# window, which adds a varying count.
+# their noise). Since declines on one node wait for nobody, bcast and
+# allgather count as steadily as allreduce (before, rank 0, slowed by
+# valgrind yet able to run ahead, could spin in the window of post kinds).
 #
 #   contrib/host-cost.sh                       # _build/default, allreduce 1 KiB, 40000 calls
 #   contrib/host-cost.sh -b /tmp/old/_b -s 8   # another build, 8 bytes

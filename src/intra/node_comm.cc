@@ -780,7 +780,7 @@ void NodeComm::post(uint64_t seq, PostKind kind, const Prepared* prepared,
     // peer posted seq - kPostDepth + 1 (every rank posts every call, so the
     // wait ends). Between nodes declines wait too: local rank 0's verdict
     // words (kPostDepth of them) need every rank within the post window.
-    if (seq >= kPostDepth && (kind != PostKind::Decline || hier_ != nullptr))
+    if (seq >= kPostDepth && windowed(kind == PostKind::Decline))
         wait_all_seen(progress_word(seq - kPostDepth + 1, 0));
     if (kind != PostKind::Decline) {
         Post& post = segment_.slot(rank_).posts[seq % kPostDepth];
@@ -1329,8 +1329,7 @@ bool NodeComm::progress(bool post_only) {
     while (!queue_.empty()) {
         Pending& op = *queue_.front();
         if (!op.begun) {
-            const bool overwrites = !op.decline_only || hier_ != nullptr;  // post()'s window
-            if (overwrites && !can_post(gate_.seq + 1)) break;
+            if (windowed(op.decline_only) && !can_post(gate_.seq + 1)) break;
             begin(op);
         }
         if (!op.done && hier_ != nullptr && !post_only) {

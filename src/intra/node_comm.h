@@ -345,6 +345,9 @@ private:
     // gives up once a rank failed a call (teardown).
     void drain(bool unless_aborted = false);
     bool can_post(uint64_t seq) const;
+    // Whether a post (a decline, or another kind) waits for the post window:
+    // all but declines on one node, which overwrite nothing (post()).
+    bool windowed(bool decline) const { return !decline || hier_ != nullptr; }
     bool peers_posted(uint64_t seq) const;
     // Grows buffer to at least bytes. The old allocation is kept until
     // teardown: peers may still have it mapped.

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "coll_gpucoll_compat.h"
 #include "gpucoll.h"
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
@@ -33,13 +34,7 @@
 
 BEGIN_C_DECLS
 
-/* ---------------------------------------------------------------------------
- * Open MPI version glue. Everything that differs between coll interface
- * versions lives here: 4.1.x is coll 2.0.0 with module 2.3.0 and int counts
- * (5.0.x: coll 2.4.0, same function signatures; 6.0 changes the module API).
- * ------------------------------------------------------------------------- */
-#define MCA_COLL_GPUCOLL_COLL_VERSION MCA_COLL_BASE_VERSION_2_0_0
-typedef mca_coll_base_component_2_0_0_t mca_coll_gpucoll_base_component_t;
+/* What differs between Open MPI 4.1, 5.0 and 6.0: coll_gpucoll_compat.h. */
 
 /* The collectives this component intercepts, in one list. X(name, coll_id)
  * expands once per collective: name is the suffix of c_coll->coll_<name>. */
@@ -124,6 +119,7 @@ typedef struct mca_coll_gpucoll_component_t {
     bool rails;              /* UCX_NET_DEVICES per process from the topology */
     char* rail_devices;      /* the NIC of each GPU, given (NULL: discovered) */
     int wait_warning;        /* seconds a blocking wait lasts before it says so (0: never) */
+    int version_check;       /* MCA_COLL_GPUCOLL_VERSION_CHECK_* */
 
     /* state */
     int output;           /* opal_output stream, verbosity = verbose */
@@ -131,7 +127,20 @@ typedef struct mca_coll_gpucoll_component_t {
     bool thread_multiple; /* MPI_THREAD_MULTIPLE (init_query) */
 } mca_coll_gpucoll_component_t;
 
-OMPI_MODULE_DECLSPEC extern mca_coll_gpucoll_component_t mca_coll_gpucoll_component;
+MCA_COLL_GPUCOLL_DECLSPEC extern mca_coll_gpucoll_component_t mca_coll_gpucoll_component;
+
+/* The Open MPI release the component may run in (coll_gpucoll_version.c). */
+enum {
+    MCA_COLL_GPUCOLL_VERSION_CHECK_OFF = 0,
+    MCA_COLL_GPUCOLL_VERSION_CHECK_SERIES = 1,
+    MCA_COLL_GPUCOLL_VERSION_CHECK_EXACT = 2
+};
+/* built and running releases ("5.0.7"; running NULL: unknown) agree under mode. */
+bool mca_coll_gpucoll_release_matches(const char* built, const char* running, int mode);
+/* OMPI_SUCCESS where this process's Open MPI is the one the component was
+ * built for (under mode); else one line on stderr (first rank) and
+ * OMPI_ERR_NOT_AVAILABLE: Open MPI goes on without the component. */
+int mca_coll_gpucoll_version_guard(int mode);
 
 int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* comm,
@@ -234,9 +243,10 @@ enum { MCA_COLL_GPUCOLL_STAGE_MAX = 2 };
 typedef struct mca_coll_gpucoll_blocks {
     int n;
     size_t count;
-    const int* counts;
-    const int* displs;
-    const MPI_Aint* adispls;
+    mca_coll_gpucoll_counts_t counts;
+    mca_coll_gpucoll_displs_t displs;
+    mca_coll_gpucoll_adispls_t adispls;
+    bool has_adispls; /* adispls, not displs x unit */
     ptrdiff_t unit;
     struct ompi_datatype_t* dtype;
     struct ompi_datatype_t* const* dtypes;
@@ -349,102 +359,118 @@ static inline const void* mca_coll_gpucoll_data_at(const void* buf, size_t count
 /* Per collective: the buffers of this rank that the staged path copies
  * (coll_gpucoll_describe.c); the arguments are the collective's own. */
 int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                        int count, struct ompi_datatype_t* dtype,
-                                        struct ompi_op_t* op, struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf, int count,
-                                    struct ompi_datatype_t* dtype, int root,
-                                    struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                        struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                        mca_coll_gpucoll_count_t count,
+                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                        struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf,
+                                    mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                    int root, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        mca_coll_gpucoll_count_t scount,
+                                        struct ompi_datatype_t* sdtype, void* rbuf,
+                                        mca_coll_gpucoll_count_t rcount,
                                         struct ompi_datatype_t* rdtype,
                                         struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                             void* rbuf, const int* rcounts,
+                                             void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                                              struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                              struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                   void* rbuf, int rcount,
+                                                   void* rbuf, mca_coll_gpucoll_count_t rcount,
                                                    struct ompi_datatype_t* dtype,
                                                    struct ompi_op_t* op,
                                                    struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                     int root, struct ompi_communicator_t* comm);
+                                     mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                     struct ompi_op_t* op, int root,
+                                     struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_reduce_local(mca_coll_gpucoll_staging_t* c, const void* inbuf,
-                                           void* inoutbuf, int count,
+                                           void* inoutbuf, mca_coll_gpucoll_count_t count,
                                            struct ompi_datatype_t* dtype);
 int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                         int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                                         const int* rcounts, const int* displs,
+                                         mca_coll_gpucoll_count_t scount,
+                                         struct ompi_datatype_t* sdtype, void* rbuf,
+                                         mca_coll_gpucoll_counts_t rcounts,
+                                         mca_coll_gpucoll_displs_t displs,
                                          struct ompi_datatype_t* rdtype,
                                          struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                       mca_coll_gpucoll_count_t scount,
+                                       struct ompi_datatype_t* sdtype, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
                                        struct ompi_datatype_t* rdtype,
                                        struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                        const int* scounts, const int* sdispls,
-                                        struct ompi_datatype_t* sdtype, void* rbuf,
-                                        const int* rcounts, const int* rdispls,
-                                        struct ompi_datatype_t* rdtype,
-                                        struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                        const int* scounts, const int* sdispls,
-                                        struct ompi_datatype_t* const* sdtypes, void* rbuf,
-                                        const int* rcounts, const int* rdispls,
-                                        struct ompi_datatype_t* const* rdtypes,
-                                        struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                     struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_alltoallv(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* sdtype, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_alltoallw(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* const* sdtypes, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* const* rdtypes, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                     mca_coll_gpucoll_count_t scount,
+                                     struct ompi_datatype_t* sdtype, void* rbuf,
+                                     mca_coll_gpucoll_count_t rcount,
                                      struct ompi_datatype_t* rdtype, int root,
                                      struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                      mca_coll_gpucoll_count_t scount,
                                       struct ompi_datatype_t* sdtype, void* rbuf,
-                                      const int* rcounts, const int* displs,
+                                      mca_coll_gpucoll_counts_t rcounts,
+                                      mca_coll_gpucoll_displs_t displs,
                                       struct ompi_datatype_t* rdtype, int root,
                                       struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                      mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
                                       struct ompi_datatype_t* rdtype, int root,
                                       struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                       const int* scounts, const int* displs,
-                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       mca_coll_gpucoll_counts_t scounts,
+                                       mca_coll_gpucoll_displs_t displs,
+                                       struct ompi_datatype_t* sdtype, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
                                        struct ompi_datatype_t* rdtype, int root,
                                        struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_scan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                   int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                   struct ompi_communicator_t* comm);
+                                   mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                   struct ompi_op_t* op, struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                     struct ompi_communicator_t* comm);
+                                     mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                     struct ompi_op_t* op, struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 int scount, struct ompi_datatype_t* sdtype,
-                                                 void* rbuf, int rcount,
+                                                 mca_coll_gpucoll_count_t scount,
+                                                 struct ompi_datatype_t* sdtype, void* rbuf,
+                                                 mca_coll_gpucoll_count_t rcount,
                                                  struct ompi_datatype_t* rdtype,
                                                  struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                  int scount, struct ompi_datatype_t* sdtype,
-                                                  void* rbuf, const int* rcounts, const int* displs,
+                                                  mca_coll_gpucoll_count_t scount,
+                                                  struct ompi_datatype_t* sdtype, void* rbuf,
+                                                  mca_coll_gpucoll_counts_t rcounts,
+                                                  mca_coll_gpucoll_displs_t displs,
                                                   struct ompi_datatype_t* rdtype,
                                                   struct ompi_communicator_t* comm);
 int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                int scount, struct ompi_datatype_t* sdtype,
-                                                void* rbuf, int rcount,
+                                                mca_coll_gpucoll_count_t scount,
+                                                struct ompi_datatype_t* sdtype, void* rbuf,
+                                                mca_coll_gpucoll_count_t rcount,
                                                 struct ompi_datatype_t* rdtype,
                                                 struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 const int* scounts, const int* sdispls,
-                                                 struct ompi_datatype_t* sdtype, void* rbuf,
-                                                 const int* rcounts, const int* rdispls,
-                                                 struct ompi_datatype_t* rdtype,
-                                                 struct ompi_communicator_t* comm);
-int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 const int* scounts, const MPI_Aint* sdispls,
-                                                 struct ompi_datatype_t* const* sdtypes, void* rbuf,
-                                                 const int* rcounts, const MPI_Aint* rdispls,
-                                                 struct ompi_datatype_t* const* rdtypes,
-                                                 struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_alltoallv(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* sdtype, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm);
+int mca_coll_gpucoll_describe_neighbor_alltoallw(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_adispls_t sdispls, struct ompi_datatype_t* const* sdtypes, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_adispls_t rdispls,
+    struct ompi_datatype_t* const* rdtypes, struct ompi_communicator_t* comm);
 
 /* ---------------------------------------------------------------------------
  * Nonblocking and persistent staged requests (coll_gpucoll_request.c). The
@@ -452,38 +478,21 @@ int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, 
  * once its request has and the results are back on the device.
  * ------------------------------------------------------------------------- */
 
-/* Open MPI's ompi_coll_base_nbc_request_t, field for field (its header,
- * coll_base_util.h, includes Fortran headers that Debian's libopenmpi-dev
- * does not ship). The MPI bindings cast every collective request to it to
- * retain user-defined ops and datatypes until completion; the class is
- * Open MPI's own. Checked against 4.1 and 5.0. */
-typedef struct mca_coll_gpucoll_nbc_request {
-    ompi_request_t super;
-    union {
-        ompi_request_complete_fn_t req_complete_cb;
-        ompi_request_free_fn_t req_free;
-    } cb;
-    void* req_complete_cb_data;
-    union {
-        struct {
-            void* first;
-            void* second;
-        } objs;
-    } data;
-} mca_coll_gpucoll_nbc_request_t;
-OMPI_DECLSPEC extern opal_class_t ompi_coll_base_nbc_request_t_class;
+/* mca_coll_gpucoll_nbc_request_t: Open MPI's ompi_coll_base_nbc_request_t
+ * (coll_gpucoll_compat.h). */
 
 /* The arguments of a nonblocking call on the accelerated path, kept for the
  * saved module in case the call is declined (buffers: in the staging). */
 typedef struct mca_coll_gpucoll_args {
-    int count; /* allgather: rcount; reduce_scatter_block: rcount */
-    int scount;
+    mca_coll_gpucoll_count_t count; /* allgather: rcount; reduce_scatter_block: rcount */
+    mca_coll_gpucoll_count_t scount;
     struct ompi_datatype_t* dtype; /* allgather: rdtype */
     struct ompi_datatype_t* sdtype;
     struct ompi_op_t* op;
     int root;
-    const int* rcounts; /* reduce_scatter: the application's (valid until completion) */
-    size_t* counts;     /* reduce_scatter: in elements for the core (freed at start) */
+    mca_coll_gpucoll_counts_t
+        rcounts;    /* reduce_scatter: the application's (valid until completion) */
+    size_t* counts; /* reduce_scatter: in elements for the core (freed at start) */
 } mca_coll_gpucoll_args_t;
 
 typedef struct mca_coll_gpucoll_request_t {
@@ -555,108 +564,126 @@ int mca_coll_gpucoll_request_restart_inner(mca_coll_gpucoll_request_t* r);
 /* Starts of persistent requests on the accelerated path (MPI_Start). */
 int mca_coll_gpucoll_nonblocking_start_persistent(mca_coll_gpucoll_request_t* r);
 /* <name>_init of the accelerated collectives. */
-int mca_coll_gpucoll_accel_allreduce_init(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_accel_allreduce_init(const void* sbuf, void* rbuf,
+                                          mca_coll_gpucoll_count_t count,
                                           struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                           struct ompi_communicator_t* comm,
                                           struct ompi_info_t* info, ompi_request_t** request,
                                           mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_allreduce_init(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_allreduce_init(const void* sbuf, void* rbuf,
+                                           mca_coll_gpucoll_count_t count,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm,
                                            struct ompi_info_t* info, ompi_request_t** request,
                                            mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_bcast_init(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+int mca_coll_gpucoll_accel_bcast_init(void* buf, mca_coll_gpucoll_count_t count,
+                                      struct ompi_datatype_t* dtype, int root,
                                       struct ompi_communicator_t* comm, struct ompi_info_t* info,
                                       ompi_request_t** request, mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_bcast_init(void* buf, int count, struct ompi_datatype_t* dtype,
-                                       int root, struct ompi_communicator_t* comm,
-                                       struct ompi_info_t* info, ompi_request_t** request,
-                                       mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_allgather_init(const void* sbuf, int scount,
-                                          struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_staged_bcast_init(void* buf, mca_coll_gpucoll_count_t count,
+                                       struct ompi_datatype_t* dtype, int root,
+                                       struct ompi_communicator_t* comm, struct ompi_info_t* info,
+                                       ompi_request_t** request, mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_allgather_init(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                          struct ompi_datatype_t* sdtype, void* rbuf,
+                                          mca_coll_gpucoll_count_t rcount,
                                           struct ompi_datatype_t* rdtype,
                                           struct ompi_communicator_t* comm,
                                           struct ompi_info_t* info, ompi_request_t** request,
                                           mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_allgather_init(const void* sbuf, int scount,
-                                           struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_staged_allgather_init(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                           struct ompi_datatype_t* sdtype, void* rbuf,
+                                           mca_coll_gpucoll_count_t rcount,
                                            struct ompi_datatype_t* rdtype,
                                            struct ompi_communicator_t* comm,
                                            struct ompi_info_t* info, ompi_request_t** request,
                                            mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_reduce_scatter_init(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_accel_reduce_scatter_init(const void* sbuf, void* rbuf,
+                                               mca_coll_gpucoll_counts_t rcounts,
                                                struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                                struct ompi_communicator_t* comm,
                                                struct ompi_info_t* info, ompi_request_t** request,
                                                mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_reduce_scatter_init(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_staged_reduce_scatter_init(const void* sbuf, void* rbuf,
+                                                mca_coll_gpucoll_counts_t rcounts,
                                                 struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                                 struct ompi_communicator_t* comm,
                                                 struct ompi_info_t* info, ompi_request_t** request,
                                                 mca_coll_base_module_t* module);
 int mca_coll_gpucoll_accel_reduce_scatter_block_init(
-    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-    struct ompi_communicator_t* comm, struct ompi_info_t* info, ompi_request_t** request,
-    mca_coll_base_module_t* module);
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, struct ompi_info_t* info,
+    ompi_request_t** request, mca_coll_base_module_t* module);
 int mca_coll_gpucoll_staged_reduce_scatter_block_init(
-    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-    struct ompi_communicator_t* comm, struct ompi_info_t* info, ompi_request_t** request,
-    mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_reduce_init(const void* sbuf, void* rbuf, int count,
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, struct ompi_info_t* info,
+    ompi_request_t** request, mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_reduce_init(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        int root, struct ompi_communicator_t* comm,
                                        struct ompi_info_t* info, ompi_request_t** request,
                                        mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_reduce_init(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_reduce_init(const void* sbuf, void* rbuf,
+                                        mca_coll_gpucoll_count_t count,
                                         struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                         int root, struct ompi_communicator_t* comm,
                                         struct ompi_info_t* info, ompi_request_t** request,
                                         mca_coll_base_module_t* module);
 /* i<name> of the accelerated collectives: accelerated where the communicator
  * allows it, else staged. */
-int mca_coll_gpucoll_accel_iallreduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_accel_iallreduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm, ompi_request_t** request,
                                       mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_iallreduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_iallreduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        struct ompi_communicator_t* comm, ompi_request_t** request,
                                        mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+int mca_coll_gpucoll_accel_ibcast(void* buf, mca_coll_gpucoll_count_t count,
+                                  struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, ompi_request_t** request,
                                   mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+int mca_coll_gpucoll_staged_ibcast(void* buf, mca_coll_gpucoll_count_t count,
+                                   struct ompi_datatype_t* dtype, int root,
                                    struct ompi_communicator_t* comm, ompi_request_t** request,
                                    mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_iallgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
-                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_accel_iallgather(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
+                                      struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm, ompi_request_t** request,
                                       mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_iallgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
-                                       void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_staged_iallgather(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                       struct ompi_datatype_t* sdtype, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
+                                       struct ompi_datatype_t* rdtype,
                                        struct ompi_communicator_t* comm, ompi_request_t** request,
                                        mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_accel_ireduce_scatter(const void* sbuf, void* rbuf,
+                                           mca_coll_gpucoll_counts_t rcounts,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm,
                                            ompi_request_t** request,
                                            mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_staged_ireduce_scatter(const void* sbuf, void* rbuf,
+                                            mca_coll_gpucoll_counts_t rcounts,
                                             struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                             struct ompi_communicator_t* comm,
                                             ompi_request_t** request,
                                             mca_coll_base_module_t* module);
 int mca_coll_gpucoll_accel_ireduce_scatter_block(
-    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-    struct ompi_communicator_t* comm, ompi_request_t** request, mca_coll_base_module_t* module);
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, ompi_request_t** request,
+    mca_coll_base_module_t* module);
 int mca_coll_gpucoll_staged_ireduce_scatter_block(
-    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-    struct ompi_communicator_t* comm, ompi_request_t** request, mca_coll_base_module_t* module);
-int mca_coll_gpucoll_accel_ireduce(const void* sbuf, void* rbuf, int count,
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, ompi_request_t** request,
+    mca_coll_base_module_t* module);
+int mca_coll_gpucoll_accel_ireduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, ompi_request_t** request,
                                    mca_coll_base_module_t* module);
-int mca_coll_gpucoll_staged_ireduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_ireduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                     struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                     struct ompi_communicator_t* comm, ompi_request_t** request,
                                     mca_coll_base_module_t* module);
@@ -668,30 +695,33 @@ int mca_coll_gpucoll_staged_ireduce(const void* sbuf, void* rbuf, int count,
  * results back. Returns an OMPI error code.
  * ------------------------------------------------------------------------- */
 
-int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+int mca_coll_gpucoll_staged_bcast(void* buf, mca_coll_gpucoll_count_t count,
+                                  struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
-                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
+                                      struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf,
+                                           mca_coll_gpucoll_counts_t rcounts,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm,
                                            mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
-                                                 struct ompi_datatype_t* dtype,
-                                                 struct ompi_op_t* op,
-                                                 struct ompi_communicator_t* comm,
-                                                 mca_coll_gpucoll_module_t* m);
+int mca_coll_gpucoll_staged_reduce_scatter_block(
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
 /* rbuf: only significant at the root. */
-int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m);
-int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int count,
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf,
+                                         mca_coll_gpucoll_count_t count,
                                          struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                          mca_coll_gpucoll_module_t* m);
 
@@ -751,27 +781,33 @@ void mca_coll_gpucoll_accel_setup(mca_coll_gpucoll_module_t* m, struct ompi_comm
  * reduce_scatter: counts holds one entry per rank. */
 struct mca_coll_gpucoll_args;
 bool mca_coll_gpucoll_build_allreduce(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
-                                      bool sdev, bool rdev, const void* sbuf, void* rbuf, int count,
-                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op);
+                                      bool sdev, bool rdev, const void* sbuf, void* rbuf,
+                                      mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                      struct ompi_op_t* op);
 bool mca_coll_gpucoll_build_bcast(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a, bool dev,
-                                  void* buf, int count, struct ompi_datatype_t* dtype, int root);
+                                  void* buf, mca_coll_gpucoll_count_t count,
+                                  struct ompi_datatype_t* dtype, int root);
 bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
-                                      bool sdev, bool rdev, const void* sbuf, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      bool sdev, bool rdev, const void* sbuf,
+                                      mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
                                       struct ompi_datatype_t* rdtype);
 bool mca_coll_gpucoll_build_reduce_scatter(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a,
                                            bool sdev, bool rdev, size_t* counts, const void* sbuf,
-                                           void* rbuf, const int* rcounts,
+                                           void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm);
 bool mca_coll_gpucoll_build_reduce_scatter_block(gpucoll_call_t* call,
                                                  struct mca_coll_gpucoll_args* a, bool sdev,
                                                  bool rdev, const void* sbuf, void* rbuf,
-                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 mca_coll_gpucoll_count_t rcount,
+                                                 struct ompi_datatype_t* dtype,
                                                  struct ompi_op_t* op);
 bool mca_coll_gpucoll_build_reduce(gpucoll_call_t* call, struct mca_coll_gpucoll_args* a, bool sdev,
-                                   bool rdev, bool at_root, const void* sbuf, void* rbuf, int count,
-                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root);
+                                   bool rdev, bool at_root, const void* sbuf, void* rbuf,
+                                   mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                   struct ompi_op_t* op, int root);
 
 /* Reports a failure of the core (gpucoll_last_error()) and returns OMPI_ERROR. */
 int mca_coll_gpucoll_core_error(const char* what, int status);

@@ -70,8 +70,9 @@ static int gpucoll_info_asserted_kinds(struct ompi_communicator_t* comm) {
     char value[256];
     int flag = 0;
     if (NULL == comm->super.s_info ||
-        OPAL_SUCCESS != opal_info_get(comm->super.s_info, "mpi_assert_memory_alloc_kinds",
-                                      (int)sizeof value - 1, value, &flag) ||
+        OPAL_SUCCESS != mca_coll_gpucoll_info_get(comm->super.s_info,
+                                                  "mpi_assert_memory_alloc_kinds", value,
+                                                  sizeof value, &flag) ||
         !flag) {
         return GPUCOLL_ASSERT_NONE;
     }
@@ -198,12 +199,12 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
                                                 sizeof(gpucoll_host_gate_t))
                        : NULL;
     m->host_fast = true;
-    GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s",
-                    comm->c_name, comm->c_contextid, NULL != m->core ? "on" : "off (staging only)",
-                    m->uniform_memory ? ", uniform memory asserted"
-                    : c->uniform_memory && NULL != m->core
-                        ? ", uniform memory asserted (unused on one node)"
-                        : "");
+    GPUCOLL_VERBOSE(
+        MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): accelerated path %s%s", comm->c_name,
+        mca_coll_gpucoll_comm_cid(comm), NULL != m->core ? "on" : "off (staging only)",
+        m->uniform_memory                      ? ", uniform memory asserted"
+        : c->uniform_memory && NULL != m->core ? ", uniform memory asserted (unused on one node)"
+                                               : "");
     return m->core;
 }
 
@@ -292,8 +293,9 @@ static inline const void* gpucoll_send_of(const void* sbuf) {
 }
 
 bool mca_coll_gpucoll_build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
-                                      bool rdev, const void* sbuf, void* rbuf, int count,
-                                      struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
+                                      bool rdev, const void* sbuf, void* rbuf,
+                                      mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                      struct ompi_op_t* op) {
     *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_ALLREDUCE,
                              .sendbuf = gpucoll_send_of(sbuf),
                              .recvbuf = rbuf,
@@ -304,7 +306,8 @@ bool mca_coll_gpucoll_build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_arg
 }
 
 bool mca_coll_gpucoll_build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool dev,
-                                  void* buf, int count, struct ompi_datatype_t* dtype, int root) {
+                                  void* buf, mca_coll_gpucoll_count_t count,
+                                  struct ompi_datatype_t* dtype, int root) {
     *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_BCAST, .recvbuf = buf, .root = root};
     mca_coll_gpucoll_describe_bytes(call, (size_t)count, dtype);
     if (NULL != a) *a = (mca_coll_gpucoll_args_t){.count = count, .dtype = dtype, .root = root};
@@ -312,8 +315,9 @@ bool mca_coll_gpucoll_build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t*
 }
 
 bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
-                                      bool rdev, const void* sbuf, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                      bool rdev, const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
                                       struct ompi_datatype_t* rdtype) {
     *call = (gpucoll_call_t){
         .coll = GPUCOLL_COLL_ALLGATHER, .sendbuf = gpucoll_send_of(sbuf), .recvbuf = rbuf};
@@ -333,11 +337,11 @@ bool mca_coll_gpucoll_build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_arg
 
 bool mca_coll_gpucoll_build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
                                            bool sdev, bool rdev, size_t* counts, const void* sbuf,
-                                           void* rbuf, const int* rcounts,
+                                           void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm) {
     const int size = ompi_comm_size(comm);
-    for (int i = 0; i < size; ++i) counts[i] = (size_t)rcounts[i];
+    for (int i = 0; i < size; ++i) counts[i] = mca_coll_gpucoll_count_at(rcounts, (size_t)i);
     *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER,
                              .sendbuf = gpucoll_send_of(sbuf),
                              .recvbuf = rbuf,
@@ -354,13 +358,15 @@ bool mca_coll_gpucoll_build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucol
         a->op = op;
     }
     /* A zero block out of place: the receive buffer is not used at all. */
-    const bool rsig = MPI_IN_PLACE == sbuf || rcounts[ompi_comm_rank(comm)] > 0;
+    const bool rsig = MPI_IN_PLACE == sbuf ||
+                      mca_coll_gpucoll_count_at(rcounts, (size_t)ompi_comm_rank(comm)) > 0;
     return gpucoll_all_device(sbuf, sdev, rsig ? rdev : true);
 }
 
 bool mca_coll_gpucoll_build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
                                                  bool sdev, bool rdev, const void* sbuf, void* rbuf,
-                                                 int rcount, struct ompi_datatype_t* dtype,
+                                                 mca_coll_gpucoll_count_t rcount,
+                                                 struct ompi_datatype_t* dtype,
                                                  struct ompi_op_t* op) {
     *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
                              .sendbuf = gpucoll_send_of(sbuf),
@@ -372,8 +378,9 @@ bool mca_coll_gpucoll_build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_
 }
 
 bool mca_coll_gpucoll_build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, bool sdev,
-                                   bool rdev, bool at_root, const void* sbuf, void* rbuf, int count,
-                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root) {
+                                   bool rdev, bool at_root, const void* sbuf, void* rbuf,
+                                   mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                   struct ompi_op_t* op, int root) {
     *call = (gpucoll_call_t){.coll = GPUCOLL_COLL_REDUCE,
                              .sendbuf = gpucoll_send_of(sbuf),
                              .recvbuf = at_root ? rbuf : NULL,

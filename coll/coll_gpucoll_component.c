@@ -43,6 +43,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .progress_thread = -1,
     .rails = true,
     .wait_warning = 60,
+    .version_check = MCA_COLL_GPUCOLL_VERSION_CHECK_EXACT,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
     .chunk_size = 1024 * 1024,
@@ -349,8 +350,33 @@ static const gpucoll_param_t gpucoll_params[] = {
      &mca_coll_gpucoll_component.wait_warning},
 };
 
+static const mca_base_var_enum_value_t gpucoll_version_check_values[] = {
+    {MCA_COLL_GPUCOLL_VERSION_CHECK_OFF, "off"},
+    {MCA_COLL_GPUCOLL_VERSION_CHECK_SERIES, "series"},
+    {MCA_COLL_GPUCOLL_VERSION_CHECK_EXACT, "exact"},
+    {0, NULL},
+};
+
 static int gpucoll_register(void) {
     const mca_base_component_t* c = &mca_coll_gpucoll_component.super.collm_version;
+    /* First the guard (coll_gpucoll_version.c): nothing else runs in an Open
+     * MPI this build was not made for. */
+    mca_base_var_enum_t* checks = NULL;
+    int rc = mca_base_var_enum_create("coll_gpucoll_version_check", gpucoll_version_check_values,
+                                      &checks);
+    if (OPAL_SUCCESS != rc) return rc;
+    rc = mca_base_component_var_register(
+        c, "version_check",
+        "Whether the component loads only into the Open MPI release it was built against "
+        "(exact: the same release, e.g. 5.0.7; series: any release of its series, e.g. 5.0.x; "
+        "off: any). Layouts the component reads change inside a series (5.0.7, 5.0.10): "
+        "rebuild instead of relaxing this where you can",
+        MCA_BASE_VAR_TYPE_INT, checks, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpucoll_component.version_check);
+    OBJ_RELEASE(checks);
+    if (rc < 0) return rc;
+    rc = mca_coll_gpucoll_version_guard(mca_coll_gpucoll_component.version_check);
+    if (OMPI_SUCCESS != rc) return rc;
     for (size_t i = 0; i < sizeof gpucoll_params / sizeof gpucoll_params[0]; ++i) {
         const gpucoll_param_t* p = &gpucoll_params[i];
         mca_base_var_enum_t* values = NULL;
@@ -464,8 +490,8 @@ static bool gpucoll_info_disabled(struct ompi_communicator_t* comm) {
     char value[16];
     int flag = 0;
     if (NULL == comm->super.s_info ||
-        OPAL_SUCCESS != opal_info_get(comm->super.s_info, "gpucoll_enable", (int)sizeof value - 1,
-                                      value, &flag) ||
+        OPAL_SUCCESS != mca_coll_gpucoll_info_get(comm->super.s_info, "gpucoll_enable", value,
+                                                  sizeof value, &flag) ||
         !flag) {
         return false;
     }
@@ -483,14 +509,14 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
     mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
     if (!c->backend_ready || c->priority < 0) {
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): not used (%s)",
-                        comm->c_name, comm->c_contextid,
+                        comm->c_name, mca_coll_gpucoll_comm_cid(comm),
                         c->backend_ready ? "negative priority" : "no device backend");
         return NULL;
     }
     if (gpucoll_info_disabled(comm)) {
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
                         "comm %s (cid %u): not used (info key gpucoll_enable is false)",
-                        comm->c_name, comm->c_contextid);
+                        comm->c_name, mca_coll_gpucoll_comm_cid(comm));
         return NULL;
     }
     /* Intercommunicators get a module too, without the accelerated path:
@@ -501,6 +527,7 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
     *priority = c->priority;
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
                     "comm %s (cid %u, size %d): available, priority %d, backend %s", comm->c_name,
-                    comm->c_contextid, ompi_comm_size(comm), c->priority, gpucoll_backend());
+                    mca_coll_gpucoll_comm_cid(comm), ompi_comm_size(comm), c->priority,
+                    gpucoll_backend());
     return &m->super;
 }

@@ -60,34 +60,40 @@ static ptrdiff_t dtype_extent(const struct ompi_datatype_t* dtype) {
 }
 
 /* n blocks of counts[i] elements at displs[i] x extent (the v-collectives). */
-static gpucoll_extent_t extent_v(int n, const int* counts, const int* displs,
-                                 struct ompi_datatype_t* dtype) {
+static gpucoll_extent_t extent_v(int n, mca_coll_gpucoll_counts_t counts,
+                                 mca_coll_gpucoll_displs_t displs, struct ompi_datatype_t* dtype) {
     const ptrdiff_t extent = dtype_extent(dtype);
     gpucoll_extent_t e = {
         .blocks = {.n = n, .counts = counts, .displs = displs, .unit = extent, .dtype = dtype}};
     for (int i = 0; i < n; ++i) {
-        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i] * extent, (size_t)counts[i], dtype);
+        const size_t k = mca_coll_gpucoll_count_at(counts, (size_t)i);
+        if (k > 0) extent_add(&e, mca_coll_gpucoll_displ_at(displs, (size_t)i) * extent, k, dtype);
     }
     return e;
 }
 
 /* alltoallw: displacements in bytes, a datatype per block. */
-static gpucoll_extent_t extent_w(int n, const int* counts, const int* displs,
+static gpucoll_extent_t extent_w(int n, mca_coll_gpucoll_counts_t counts,
+                                 mca_coll_gpucoll_displs_t displs,
                                  struct ompi_datatype_t* const* dtypes) {
     gpucoll_extent_t e = {
         .blocks = {.n = n, .counts = counts, .displs = displs, .unit = 1, .dtypes = dtypes}};
     for (int i = 0; i < n; ++i) {
-        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
+        const size_t k = mca_coll_gpucoll_count_at(counts, (size_t)i);
+        if (k > 0) extent_add(&e, mca_coll_gpucoll_displ_at(displs, (size_t)i), k, dtypes[i]);
     }
     return e;
 }
 
-static gpucoll_extent_t extent_w_aint(int n, const int* counts, const MPI_Aint* displs,
+static gpucoll_extent_t extent_w_aint(int n, mca_coll_gpucoll_counts_t counts,
+                                      mca_coll_gpucoll_adispls_t displs,
                                       struct ompi_datatype_t* const* dtypes) {
     gpucoll_extent_t e = {
-        .blocks = {.n = n, .counts = counts, .adispls = displs, .dtypes = dtypes}};
+        .blocks = {
+            .n = n, .counts = counts, .adispls = displs, .has_adispls = true, .dtypes = dtypes}};
     for (int i = 0; i < n; ++i) {
-        if (counts[i] > 0) extent_add(&e, (ptrdiff_t)displs[i], (size_t)counts[i], dtypes[i]);
+        const size_t k = mca_coll_gpucoll_count_at(counts, (size_t)i);
+        if (k > 0) extent_add(&e, mca_coll_gpucoll_adispl_at(displs, (size_t)i), k, dtypes[i]);
     }
     return e;
 }
@@ -188,8 +194,9 @@ static void send_block(mca_coll_gpucoll_staging_t* c, const void* sbuf, size_t c
  * ------------------------------------------------------------------------- */
 
 int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                        int count, struct ompi_datatype_t* dtype,
-                                        struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+                                        mca_coll_gpucoll_count_t count,
+                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                        struct ompi_communicator_t* comm) {
     (void)op;
     (void)comm;
     begin(c, GPUCOLL_COLL_ALLREDUCE);
@@ -199,9 +206,9 @@ int mca_coll_gpucoll_describe_allreduce(mca_coll_gpucoll_staging_t* c, const voi
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf, int count,
-                                    struct ompi_datatype_t* dtype, int root,
-                                    struct ompi_communicator_t* comm) {
+int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf,
+                                    mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                    int root, struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_BCAST);
     const bool at_root = is_root(root, comm);
     const bool receives = OMPI_COMM_IS_INTER(comm) ? root >= 0 : !at_root;
@@ -215,8 +222,10 @@ int mca_coll_gpucoll_describe_bcast(mca_coll_gpucoll_staging_t* c, void* buf, in
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                        struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                        mca_coll_gpucoll_count_t scount,
+                                        struct ompi_datatype_t* sdtype, void* rbuf,
+                                        mca_coll_gpucoll_count_t rcount,
                                         struct ompi_datatype_t* rdtype,
                                         struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLGATHER);
@@ -229,14 +238,15 @@ int mca_coll_gpucoll_describe_allgather(mca_coll_gpucoll_staging_t* c, const voi
 }
 
 int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                             void* rbuf, const int* rcounts,
+                                             void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                                              struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                              struct ompi_communicator_t* comm) {
     (void)op;
     begin(c, GPUCOLL_COLL_REDUCE_SCATTER);
     size_t total = 0;
-    for (int i = 0, n = ompi_comm_size(comm); i < n; ++i) total += (size_t)rcounts[i];
-    const size_t mine = (size_t)rcounts[ompi_comm_rank(comm)];
+    for (int i = 0, n = ompi_comm_size(comm); i < n; ++i)
+        total += mca_coll_gpucoll_count_at(rcounts, (size_t)i);
+    const size_t mine = mca_coll_gpucoll_count_at(rcounts, (size_t)ompi_comm_rank(comm));
     const bool in_place = MPI_IN_PLACE == sbuf;
     const gpucoll_extent_t all = extent_block(total, dtype);
     const gpucoll_extent_t out = extent_block(mine, dtype);
@@ -250,7 +260,7 @@ int mca_coll_gpucoll_describe_reduce_scatter(mca_coll_gpucoll_staging_t* c, cons
  * counts (the standard makes both groups' sums equal; Open MPI's basic and
  * libnbc algorithms read that many elements), and receives its own count. */
 int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                   void* rbuf, int rcount,
+                                                   void* rbuf, mca_coll_gpucoll_count_t rcount,
                                                    struct ompi_datatype_t* dtype,
                                                    struct ompi_op_t* op,
                                                    struct ompi_communicator_t* comm) {
@@ -265,8 +275,9 @@ int mca_coll_gpucoll_describe_reduce_scatter_block(mca_coll_gpucoll_staging_t* c
 }
 
 int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                     int root, struct ompi_communicator_t* comm) {
+                                     mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                     struct ompi_op_t* op, int root,
+                                     struct ompi_communicator_t* comm) {
     (void)op;
     begin(c, GPUCOLL_COLL_REDUCE);
     const bool at_root = is_root(root, comm);
@@ -287,7 +298,7 @@ int mca_coll_gpucoll_describe_reduce(mca_coll_gpucoll_staging_t* c, const void* 
 
 /* reduce_local: inoutbuf = inbuf op inoutbuf. */
 int mca_coll_gpucoll_describe_reduce_local(mca_coll_gpucoll_staging_t* c, const void* inbuf,
-                                           void* inoutbuf, int count,
+                                           void* inoutbuf, mca_coll_gpucoll_count_t count,
                                            struct ompi_datatype_t* dtype) {
     begin(c, GPUCOLL_COLL_REDUCE_LOCAL);
     const gpucoll_extent_t e = extent_block((size_t)count, dtype);
@@ -301,8 +312,10 @@ int mca_coll_gpucoll_describe_reduce_local(mca_coll_gpucoll_staging_t* c, const 
  * ------------------------------------------------------------------------- */
 
 int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                         int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                                         const int* rcounts, const int* displs,
+                                         mca_coll_gpucoll_count_t scount,
+                                         struct ompi_datatype_t* sdtype, void* rbuf,
+                                         mca_coll_gpucoll_counts_t rcounts,
+                                         mca_coll_gpucoll_displs_t displs,
                                          struct ompi_datatype_t* rdtype,
                                          struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLGATHERV);
@@ -314,8 +327,10 @@ int mca_coll_gpucoll_describe_allgatherv(mca_coll_gpucoll_staging_t* c, const vo
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                       mca_coll_gpucoll_count_t scount,
+                                       struct ompi_datatype_t* sdtype, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
                                        struct ompi_datatype_t* rdtype,
                                        struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALL);
@@ -327,12 +342,11 @@ int mca_coll_gpucoll_describe_alltoall(mca_coll_gpucoll_staging_t* c, const void
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                        const int* scounts, const int* sdispls,
-                                        struct ompi_datatype_t* sdtype, void* rbuf,
-                                        const int* rcounts, const int* rdispls,
-                                        struct ompi_datatype_t* rdtype,
-                                        struct ompi_communicator_t* comm) {
+int mca_coll_gpucoll_describe_alltoallv(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* sdtype, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALLV);
     if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     const int n = remote_or_local_size(comm);
@@ -348,12 +362,11 @@ int mca_coll_gpucoll_describe_alltoallv(mca_coll_gpucoll_staging_t* c, const voi
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                        const int* scounts, const int* sdispls,
-                                        struct ompi_datatype_t* const* sdtypes, void* rbuf,
-                                        const int* rcounts, const int* rdispls,
-                                        struct ompi_datatype_t* const* rdtypes,
-                                        struct ompi_communicator_t* comm) {
+int mca_coll_gpucoll_describe_alltoallw(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* const* sdtypes, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* const* rdtypes, struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_ALLTOALLW);
     if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     const int n = remote_or_local_size(comm);
@@ -371,9 +384,9 @@ int mca_coll_gpucoll_describe_alltoallw(mca_coll_gpucoll_staging_t* c, const voi
 
 /* gather(v): every rank but MPI_PROC_NULL sends (the root too, unless in
  * place); the root receives n blocks. */
-static int describe_gather_common(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                  struct ompi_datatype_t* sdtype, void* rbuf,
-                                  const gpucoll_extent_t* r, int root,
+static int describe_gather_common(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                  mca_coll_gpucoll_count_t scount, struct ompi_datatype_t* sdtype,
+                                  void* rbuf, const gpucoll_extent_t* r, int root,
                                   struct ompi_communicator_t* comm) {
     const bool at_root = is_root(root, comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
@@ -392,8 +405,10 @@ static int describe_gather_common(mca_coll_gpucoll_staging_t* c, const void* sbu
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                     struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                     mca_coll_gpucoll_count_t scount,
+                                     struct ompi_datatype_t* sdtype, void* rbuf,
+                                     mca_coll_gpucoll_count_t rcount,
                                      struct ompi_datatype_t* rdtype, int root,
                                      struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_GATHER);
@@ -403,9 +418,11 @@ int mca_coll_gpucoll_describe_gather(mca_coll_gpucoll_staging_t* c, const void* 
     return describe_gather_common(c, sbuf, scount, sdtype, rbuf, &r, root, comm);
 }
 
-int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
+int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                      mca_coll_gpucoll_count_t scount,
                                       struct ompi_datatype_t* sdtype, void* rbuf,
-                                      const int* rcounts, const int* displs,
+                                      mca_coll_gpucoll_counts_t rcounts,
+                                      mca_coll_gpucoll_displs_t displs,
                                       struct ompi_datatype_t* rdtype, int root,
                                       struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_GATHERV);
@@ -418,9 +435,9 @@ int mca_coll_gpucoll_describe_gatherv(mca_coll_gpucoll_staging_t* c, const void*
 /* scatter(v): the root sends n blocks; every rank but MPI_PROC_NULL
  * receives (the root too, unless in place). */
 static int describe_scatter_common(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                   const gpucoll_extent_t* s, void* rbuf, int rcount,
-                                   struct ompi_datatype_t* rdtype, int root,
-                                   struct ompi_communicator_t* comm) {
+                                   const gpucoll_extent_t* s, void* rbuf,
+                                   mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype,
+                                   int root, struct ompi_communicator_t* comm) {
     const bool at_root = is_root(root, comm);
     const bool in_place = MPI_IN_PLACE == rbuf;
     const bool receives = OMPI_COMM_IS_INTER(comm) ? root >= 0 : !(at_root && in_place);
@@ -438,8 +455,10 @@ static int describe_scatter_common(mca_coll_gpucoll_staging_t* c, const void* sb
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf, int scount,
-                                      struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void* sbuf,
+                                      mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
                                       struct ompi_datatype_t* rdtype, int root,
                                       struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_SCATTER);
@@ -450,8 +469,10 @@ int mca_coll_gpucoll_describe_scatter(mca_coll_gpucoll_staging_t* c, const void*
 }
 
 int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                       const int* scounts, const int* displs,
-                                       struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                                       mca_coll_gpucoll_counts_t scounts,
+                                       mca_coll_gpucoll_displs_t displs,
+                                       struct ompi_datatype_t* sdtype, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
                                        struct ompi_datatype_t* rdtype, int root,
                                        struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_SCATTERV);
@@ -462,8 +483,8 @@ int mca_coll_gpucoll_describe_scatterv(mca_coll_gpucoll_staging_t* c, const void
 }
 
 int mca_coll_gpucoll_describe_scan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                   int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                   struct ompi_communicator_t* comm) {
+                                   mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                   struct ompi_op_t* op, struct ompi_communicator_t* comm) {
     (void)op;
     (void)comm;
     begin(c, GPUCOLL_COLL_SCAN);
@@ -474,8 +495,8 @@ int mca_coll_gpucoll_describe_scan(mca_coll_gpucoll_staging_t* c, const void* sb
 }
 
 int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* sbuf, void* rbuf,
-                                     int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                     struct ompi_communicator_t* comm) {
+                                     mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                     struct ompi_op_t* op, struct ompi_communicator_t* comm) {
     (void)op;
     begin(c, GPUCOLL_COLL_EXSCAN);
     const bool first = 0 == ompi_comm_rank(comm);
@@ -496,8 +517,9 @@ int mca_coll_gpucoll_describe_exscan(mca_coll_gpucoll_staging_t* c, const void* 
  * A neighbor that is MPI_PROC_NULL (Cartesian borders) leaves its block as
  * it was, so receive buffers are always copied in. */
 int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 int scount, struct ompi_datatype_t* sdtype,
-                                                 void* rbuf, int rcount,
+                                                 mca_coll_gpucoll_count_t scount,
+                                                 struct ompi_datatype_t* sdtype, void* rbuf,
+                                                 mca_coll_gpucoll_count_t rcount,
                                                  struct ompi_datatype_t* rdtype,
                                                  struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHER);
@@ -512,8 +534,10 @@ int mca_coll_gpucoll_describe_neighbor_allgather(mca_coll_gpucoll_staging_t* c, 
 }
 
 int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                  int scount, struct ompi_datatype_t* sdtype,
-                                                  void* rbuf, const int* rcounts, const int* displs,
+                                                  mca_coll_gpucoll_count_t scount,
+                                                  struct ompi_datatype_t* sdtype, void* rbuf,
+                                                  mca_coll_gpucoll_counts_t rcounts,
+                                                  mca_coll_gpucoll_displs_t displs,
                                                   struct ompi_datatype_t* rdtype,
                                                   struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLGATHERV);
@@ -528,8 +552,9 @@ int mca_coll_gpucoll_describe_neighbor_allgatherv(mca_coll_gpucoll_staging_t* c,
 }
 
 int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                int scount, struct ompi_datatype_t* sdtype,
-                                                void* rbuf, int rcount,
+                                                mca_coll_gpucoll_count_t scount,
+                                                struct ompi_datatype_t* sdtype, void* rbuf,
+                                                mca_coll_gpucoll_count_t rcount,
                                                 struct ompi_datatype_t* rdtype,
                                                 struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALL);
@@ -543,12 +568,11 @@ int mca_coll_gpucoll_describe_neighbor_alltoall(mca_coll_gpucoll_staging_t* c, c
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 const int* scounts, const int* sdispls,
-                                                 struct ompi_datatype_t* sdtype, void* rbuf,
-                                                 const int* rcounts, const int* rdispls,
-                                                 struct ompi_datatype_t* rdtype,
-                                                 struct ompi_communicator_t* comm) {
+int mca_coll_gpucoll_describe_neighbor_alltoallv(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* sdtype, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t rdispls,
+    struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLV);
     if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;
@@ -560,12 +584,11 @@ int mca_coll_gpucoll_describe_neighbor_alltoallv(mca_coll_gpucoll_staging_t* c, 
     DONE(c);
 }
 
-int mca_coll_gpucoll_describe_neighbor_alltoallw(mca_coll_gpucoll_staging_t* c, const void* sbuf,
-                                                 const int* scounts, const MPI_Aint* sdispls,
-                                                 struct ompi_datatype_t* const* sdtypes, void* rbuf,
-                                                 const int* rcounts, const MPI_Aint* rdispls,
-                                                 struct ompi_datatype_t* const* rdtypes,
-                                                 struct ompi_communicator_t* comm) {
+int mca_coll_gpucoll_describe_neighbor_alltoallw(
+    mca_coll_gpucoll_staging_t* c, const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+    mca_coll_gpucoll_adispls_t sdispls, struct ompi_datatype_t* const* sdtypes, void* rbuf,
+    mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_adispls_t rdispls,
+    struct ompi_datatype_t* const* rdtypes, struct ompi_communicator_t* comm) {
     begin(c, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW);
     if (!maybe_device(sbuf) && !maybe_device(rbuf)) return MCA_COLL_GPUCOLL_DESCRIBE_HOST;
     int in = 0, out = 0;

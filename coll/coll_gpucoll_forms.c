@@ -122,21 +122,24 @@
     GPUCOLL_DEFINE_NONBLOCKING(name, id, DECL, ARGS, HOST_ARGS)
 
 /* Parameter lists shared by several collectives. */
-#define GPUCOLL_DECL_REDUCE_ALL \
-    (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op)
-#define GPUCOLL_DECL_GATHER_ALL                                                            \
-    (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf, int rcount, \
-     struct ompi_datatype_t* rdtype)
+#define GPUCOLL_DECL_REDUCE_ALL                                                                   \
+    (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype, \
+     struct ompi_op_t* op)
+#define GPUCOLL_DECL_GATHER_ALL                                                         \
+    (const void* sbuf, mca_coll_gpucoll_count_t scount, struct ompi_datatype_t* sdtype, \
+     void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype)
 #define GPUCOLL_ARGS_GATHER_ALL (sbuf, scount, sdtype, rbuf, rcount, rdtype)
 #define GPUCOLL_HOST_GATHER_ALL (S0, scount, sdtype, S1, rcount, rdtype)
-#define GPUCOLL_DECL_GATHERV_ALL                                                                   \
-    (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf, const int* rcounts, \
-     const int* displs, struct ompi_datatype_t* rdtype)
+#define GPUCOLL_DECL_GATHERV_ALL                                                        \
+    (const void* sbuf, mca_coll_gpucoll_count_t scount, struct ompi_datatype_t* sdtype, \
+     void* rbuf, mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t displs,   \
+     struct ompi_datatype_t* rdtype)
 #define GPUCOLL_ARGS_GATHERV_ALL (sbuf, scount, sdtype, rbuf, rcounts, displs, rdtype)
 #define GPUCOLL_HOST_GATHERV_ALL (S0, scount, sdtype, S1, rcounts, displs, rdtype)
-#define GPUCOLL_DECL_ALLTOALLV                                                                 \
-    (const void* sbuf, const int* scounts, const int* sdispls, struct ompi_datatype_t* sdtype, \
-     void* rbuf, const int* rcounts, const int* rdispls, struct ompi_datatype_t* rdtype)
+#define GPUCOLL_DECL_ALLTOALLV                                                               \
+    (const void* sbuf, mca_coll_gpucoll_counts_t scounts, mca_coll_gpucoll_displs_t sdispls, \
+     struct ompi_datatype_t* sdtype, void* rbuf, mca_coll_gpucoll_counts_t rcounts,          \
+     mca_coll_gpucoll_displs_t rdispls, struct ompi_datatype_t* rdtype)
 #define GPUCOLL_ARGS_ALLTOALLV (sbuf, scounts, sdispls, sdtype, rbuf, rcounts, rdispls, rdtype)
 #define GPUCOLL_HOST_ALLTOALLV (S0, scounts, sdispls, sdtype, S1, rcounts, rdispls, rdtype)
 
@@ -148,20 +151,21 @@
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(allreduce, GPUCOLL_COLL_ALLREDUCE, GPUCOLL_DECL_REDUCE_ALL,
                                   (sbuf, rbuf, count, dtype, op), (S0, S1, count, dtype, op))
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(bcast, GPUCOLL_COLL_BCAST,
-                                  (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+                                  (void* buf, mca_coll_gpucoll_count_t count,
+                                   struct ompi_datatype_t* dtype, int root),
                                   (buf, count, dtype, root), (S0, count, dtype, root))
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(allgather, GPUCOLL_COLL_ALLGATHER, GPUCOLL_DECL_GATHER_ALL,
                                   GPUCOLL_ARGS_GATHER_ALL, GPUCOLL_HOST_GATHER_ALL)
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce_scatter, GPUCOLL_COLL_REDUCE_SCATTER,
-                                  (const void* sbuf, void* rbuf, const int* rcounts,
+                                  (const void* sbuf, void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                                   (sbuf, rbuf, rcounts, dtype, op), (S0, S1, rcounts, dtype, op))
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce_scatter_block, GPUCOLL_COLL_REDUCE_SCATTER_BLOCK,
-                                  (const void* sbuf, void* rbuf, int rcount,
+                                  (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                                   (sbuf, rbuf, rcount, dtype, op), (S0, S1, rcount, dtype, op))
 GPUCOLL_DEFINE_STAGED_NONBLOCKING(reduce, GPUCOLL_COLL_REDUCE,
-                                  (const void* sbuf, void* rbuf, int count,
+                                  (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root),
                                   (sbuf, rbuf, count, dtype, op, root),
                                   (S0, S1, count, dtype, op, root))
@@ -177,30 +181,38 @@ GPUCOLL_DEFINE_ALL_FORMS(alltoall, GPUCOLL_COLL_ALLTOALL, GPUCOLL_DECL_GATHER_AL
 GPUCOLL_DEFINE_ALL_FORMS(alltoallv, GPUCOLL_COLL_ALLTOALLV, GPUCOLL_DECL_ALLTOALLV,
                          GPUCOLL_ARGS_ALLTOALLV, GPUCOLL_HOST_ALLTOALLV)
 GPUCOLL_DEFINE_ALL_FORMS(alltoallw, GPUCOLL_COLL_ALLTOALLW,
-                         (const void* sbuf, const int* scounts, const int* sdispls,
-                          struct ompi_datatype_t* const* sdtypes, void* rbuf, const int* rcounts,
-                          const int* rdispls, struct ompi_datatype_t* const* rdtypes),
+                         (const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+                          mca_coll_gpucoll_displs_t sdispls, struct ompi_datatype_t* const* sdtypes,
+                          void* rbuf, mca_coll_gpucoll_counts_t rcounts,
+                          mca_coll_gpucoll_displs_t rdispls,
+                          struct ompi_datatype_t* const* rdtypes),
                          (sbuf, scounts, sdispls, sdtypes, rbuf, rcounts, rdispls, rdtypes),
                          (S0, scounts, sdispls, sdtypes, S1, rcounts, rdispls, rdtypes))
 GPUCOLL_DEFINE_ALL_FORMS(gather, GPUCOLL_COLL_GATHER,
-                         (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                          int rcount, struct ompi_datatype_t* rdtype, int root),
+                         (const void* sbuf, mca_coll_gpucoll_count_t scount,
+                          struct ompi_datatype_t* sdtype, void* rbuf,
+                          mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype,
+                          int root),
                          (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
                          (S0, scount, sdtype, S1, rcount, rdtype, root))
 GPUCOLL_DEFINE_ALL_FORMS(gatherv, GPUCOLL_COLL_GATHERV,
-                         (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                          const int* rcounts, const int* displs, struct ompi_datatype_t* rdtype,
-                          int root),
+                         (const void* sbuf, mca_coll_gpucoll_count_t scount,
+                          struct ompi_datatype_t* sdtype, void* rbuf,
+                          mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_displs_t displs,
+                          struct ompi_datatype_t* rdtype, int root),
                          (sbuf, scount, sdtype, rbuf, rcounts, displs, rdtype, root),
                          (S0, scount, sdtype, S1, rcounts, displs, rdtype, root))
 GPUCOLL_DEFINE_ALL_FORMS(scatter, GPUCOLL_COLL_SCATTER,
-                         (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                          int rcount, struct ompi_datatype_t* rdtype, int root),
+                         (const void* sbuf, mca_coll_gpucoll_count_t scount,
+                          struct ompi_datatype_t* sdtype, void* rbuf,
+                          mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype,
+                          int root),
                          (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
                          (S0, scount, sdtype, S1, rcount, rdtype, root))
 GPUCOLL_DEFINE_ALL_FORMS(scatterv, GPUCOLL_COLL_SCATTERV,
-                         (const void* sbuf, const int* scounts, const int* displs,
-                          struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                         (const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+                          mca_coll_gpucoll_displs_t displs, struct ompi_datatype_t* sdtype,
+                          void* rbuf, mca_coll_gpucoll_count_t rcount,
                           struct ompi_datatype_t* rdtype, int root),
                          (sbuf, scounts, displs, sdtype, rbuf, rcount, rdtype, root),
                          (S0, scounts, displs, sdtype, S1, rcount, rdtype, root))
@@ -218,9 +230,11 @@ GPUCOLL_DEFINE_ALL_FORMS(neighbor_alltoall, GPUCOLL_COLL_NEIGHBOR_ALLTOALL, GPUC
 GPUCOLL_DEFINE_ALL_FORMS(neighbor_alltoallv, GPUCOLL_COLL_NEIGHBOR_ALLTOALLV,
                          GPUCOLL_DECL_ALLTOALLV, GPUCOLL_ARGS_ALLTOALLV, GPUCOLL_HOST_ALLTOALLV)
 GPUCOLL_DEFINE_ALL_FORMS(neighbor_alltoallw, GPUCOLL_COLL_NEIGHBOR_ALLTOALLW,
-                         (const void* sbuf, const int* scounts, const MPI_Aint* sdispls,
-                          struct ompi_datatype_t* const* sdtypes, void* rbuf, const int* rcounts,
-                          const MPI_Aint* rdispls, struct ompi_datatype_t* const* rdtypes),
+                         (const void* sbuf, mca_coll_gpucoll_counts_t scounts,
+                          mca_coll_gpucoll_adispls_t sdispls,
+                          struct ompi_datatype_t* const* sdtypes, void* rbuf,
+                          mca_coll_gpucoll_counts_t rcounts, mca_coll_gpucoll_adispls_t rdispls,
+                          struct ompi_datatype_t* const* rdtypes),
                          (sbuf, scounts, sdispls, sdtypes, rbuf, rcounts, rdispls, rdtypes),
                          (S0, scounts, sdispls, sdtypes, S1, rcounts, rdispls, rdtypes))
 

@@ -210,9 +210,9 @@ int mca_coll_gpucoll_layout_runs(const void* user, const mca_coll_gpucoll_blocks
     struct ompi_datatype_t* segs_of = NULL; /* the datatype segs describes */
     int rc = OMPI_SUCCESS;
     for (int i = 0; i < blocks->n && OMPI_SUCCESS == rc && !b.failed; ++i) {
-        const size_t count = NULL == blocks->counts  ? blocks->count
-                             : blocks->counts[i] > 0 ? (size_t)blocks->counts[i]
-                                                     : 0;
+        const size_t count = !mca_coll_gpucoll_has_counts(blocks->counts)
+                                 ? blocks->count
+                                 : mca_coll_gpucoll_count_at(blocks->counts, (size_t)i);
         struct ompi_datatype_t* dtype = NULL != blocks->dtypes ? blocks->dtypes[i] : blocks->dtype;
         if (0 == count || NULL == dtype) continue;
         if (dtype != segs_of) {
@@ -221,10 +221,10 @@ int mca_coll_gpucoll_layout_runs(const void* user, const mca_coll_gpucoll_blocks
             if (OMPI_SUCCESS != rc) break;
         }
         ptrdiff_t disp = 0;
-        if (NULL != blocks->adispls) {
-            disp = (ptrdiff_t)blocks->adispls[i];
-        } else if (NULL != blocks->displs) {
-            disp = (ptrdiff_t)blocks->displs[i] * blocks->unit;
+        if (blocks->has_adispls) {
+            disp = mca_coll_gpucoll_adispl_at(blocks->adispls, (size_t)i);
+        } else if (mca_coll_gpucoll_has_displs(blocks->displs)) {
+            disp = mca_coll_gpucoll_displ_at(blocks->displs, (size_t)i) * blocks->unit;
         }
         ptrdiff_t lb = 0, extent = 0;
         ompi_datatype_get_extent(dtype, &lb, &extent);

@@ -108,7 +108,8 @@ static inline const void* gpucoll_user_buffer(const void* p) {
 /* A device buffer on this rank: accelerated, else staged. */
 GPUCOLL_DEVICE_PART static int allreduce_device(mca_coll_gpucoll_module_t* m,
                                                 struct ompi_communicator_t* comm, bool sdev,
-                                                bool rdev, const void* sbuf, void* rbuf, int count,
+                                                bool rdev, const void* sbuf, void* rbuf,
+                                                mca_coll_gpucoll_count_t count,
                                                 struct ompi_datatype_t* dtype,
                                                 struct ompi_op_t* op) {
     gpucoll_call_t call;
@@ -119,7 +120,7 @@ GPUCOLL_DEVICE_PART static int allreduce_device(mca_coll_gpucoll_module_t* m,
     return mca_coll_gpucoll_staged_allreduce(sbuf, rbuf, count, dtype, op, comm, m);
 }
 
-static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, int count,
+static int coll_gpucoll_allreduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                   struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
@@ -139,7 +140,8 @@ delegate:
 }
 
 GPUCOLL_DEVICE_PART static int bcast_device(mca_coll_gpucoll_module_t* m,
-                                            struct ompi_communicator_t* comm, void* buf, int count,
+                                            struct ompi_communicator_t* comm, void* buf,
+                                            mca_coll_gpucoll_count_t count,
                                             struct ompi_datatype_t* dtype, int root) {
     gpucoll_call_t call;
     const bool all = mca_coll_gpucoll_build_bcast(&call, NULL, true, buf, count, dtype, root);
@@ -148,7 +150,8 @@ GPUCOLL_DEVICE_PART static int bcast_device(mca_coll_gpucoll_module_t* m,
     return mca_coll_gpucoll_staged_bcast(buf, count, dtype, root, comm, m);
 }
 
-static int coll_gpucoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+static int coll_gpucoll_bcast(void* buf, mca_coll_gpucoll_count_t count,
+                              struct ompi_datatype_t* dtype, int root,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool counted = false;
@@ -164,11 +167,10 @@ delegate:
     GPUCOLL_DELEGATE(m, bcast, GPUCOLL_COLL_BCAST, counted, buf, count, dtype, root, comm);
 }
 
-GPUCOLL_DEVICE_PART static int allgather_device(mca_coll_gpucoll_module_t* m,
-                                                struct ompi_communicator_t* comm, bool sdev,
-                                                bool rdev, const void* sbuf, int scount,
-                                                struct ompi_datatype_t* sdtype, void* rbuf,
-                                                int rcount, struct ompi_datatype_t* rdtype) {
+GPUCOLL_DEVICE_PART static int allgather_device(
+    mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm, bool sdev, bool rdev,
+    const void* sbuf, mca_coll_gpucoll_count_t scount, struct ompi_datatype_t* sdtype, void* rbuf,
+    mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype) {
     gpucoll_call_t call;
     const bool all = mca_coll_gpucoll_build_allgather(&call, NULL, sdev, rdev, sbuf, scount, sdtype,
                                                       rbuf, rcount, rdtype);
@@ -177,8 +179,9 @@ GPUCOLL_DEVICE_PART static int allgather_device(mca_coll_gpucoll_module_t* m,
     return mca_coll_gpucoll_staged_allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, m);
 }
 
-static int coll_gpucoll_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
-                                  void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+static int coll_gpucoll_allgather(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                  struct ompi_datatype_t* sdtype, void* rbuf,
+                                  mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype,
                                   struct ompi_communicator_t* comm,
                                   mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
@@ -199,7 +202,7 @@ delegate:
 GPUCOLL_DEVICE_PART static int reduce_scatter_device(mca_coll_gpucoll_module_t* m,
                                                      struct ompi_communicator_t* comm, bool sdev,
                                                      bool rdev, const void* sbuf, void* rbuf,
-                                                     const int* rcounts,
+                                                     mca_coll_gpucoll_counts_t rcounts,
                                                      struct ompi_datatype_t* dtype,
                                                      struct ompi_op_t* op) {
     int size = ompi_comm_size(comm), rc;
@@ -215,7 +218,8 @@ GPUCOLL_DEVICE_PART static int reduce_scatter_device(mca_coll_gpucoll_module_t* 
     return mca_coll_gpucoll_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, m);
 }
 
-static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+static int coll_gpucoll_reduce_scatter(const void* sbuf, void* rbuf,
+                                       mca_coll_gpucoll_counts_t rcounts,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        struct ompi_communicator_t* comm,
                                        mca_coll_base_module_t* module) {
@@ -237,7 +241,8 @@ delegate:
 
 GPUCOLL_DEVICE_PART static int reduce_scatter_block_device(
     mca_coll_gpucoll_module_t* m, struct ompi_communicator_t* comm, bool sdev, bool rdev,
-    const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op) {
     gpucoll_call_t call;
     const bool all = mca_coll_gpucoll_build_reduce_scatter_block(&call, NULL, sdev, rdev, sbuf,
                                                                  rbuf, rcount, dtype, op);
@@ -246,7 +251,8 @@ GPUCOLL_DEVICE_PART static int reduce_scatter_block_device(
     return mca_coll_gpucoll_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, m);
 }
 
-static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
+static int coll_gpucoll_reduce_scatter_block(const void* sbuf, void* rbuf,
+                                             mca_coll_gpucoll_count_t rcount,
                                              struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                              struct ompi_communicator_t* comm,
                                              mca_coll_base_module_t* module) {
@@ -267,7 +273,8 @@ delegate:
 
 GPUCOLL_DEVICE_PART static int reduce_device(mca_coll_gpucoll_module_t* m,
                                              struct ompi_communicator_t* comm, bool sdev, bool rdev,
-                                             bool at_root, const void* sbuf, void* rbuf, int count,
+                                             bool at_root, const void* sbuf, void* rbuf,
+                                             mca_coll_gpucoll_count_t count,
                                              struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                              int root) {
     gpucoll_call_t call;
@@ -278,7 +285,7 @@ GPUCOLL_DEVICE_PART static int reduce_device(mca_coll_gpucoll_module_t* m,
     return mca_coll_gpucoll_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, m);
 }
 
-static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, int count,
+static int coll_gpucoll_reduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
@@ -313,7 +320,8 @@ delegate:
  * predefined type and op. GPUCOLL_ERR_UNSUPPORTED: stage instead;
  * GPUCOLL_ERR_BUFFER: count elements do not fit a buffer's allocation
  * (nothing launched, nothing written). */
-static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int count,
+static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf,
+                                       mca_coll_gpucoll_count_t count,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op) {
     gpucoll_dtype_t dt;
     gpucoll_op_t gop;
@@ -332,7 +340,7 @@ static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int co
         gpucoll_counters_record(GPUCOLL_COLL_REDUCE_LOCAL, GPUCOLL_PATH_ACCELERATED, 0,
                                 "device-reduce");
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
-                        "reduce_local: device-reduce, %d x %s, op %s", count,
+                        "reduce_local: device-reduce, %zu x %s, op %s", (size_t)count,
                         gpucoll_dtype_name(dt), gpucoll_op_name(gop));
     }
     return rc;
@@ -343,9 +351,9 @@ static int gpucoll_device_reduce_local(const void* inbuf, void* inoutbuf, int co
  * be inside a collective on MPI_COMM_SELF. So it neither reads nor moves the
  * module's host_depth (nothing in a saved algorithm calls it back through
  * c_coll): its buffers alone decide. */
-static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf, int count,
-                                     struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                                     mca_coll_base_module_t* module) {
+static int coll_gpucoll_reduce_local(const void* inbuf, void* inoutbuf,
+                                     mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                                     struct ompi_op_t* op, mca_coll_base_module_t* module) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
     bool idev = is_device(mca_coll_gpucoll_data_at(inbuf, (size_t)count, dtype));
     bool iodev = is_device(mca_coll_gpucoll_data_at(inoutbuf, (size_t)count, dtype));
@@ -419,14 +427,59 @@ static int coll_gpucoll_barrier(struct ompi_communicator_t* comm, mca_coll_base_
     GPUCOLL_SAVE_ONE(name)                    \
     GPUCOLL_SAVE_PREV_FORMS(name, type, id)
 
+/* Open MPI 6.0: a module puts its entries into comm->c_coll itself (4.1 and
+ * 5.0: the framework copies the module's non-NULL entries after enable), and
+ * disable puts back what enable replaced. */
+#define GPUCOLL_INSTALL_ONE(field)                          \
+    if (NULL != m->super.coll_##field) {                    \
+        comm->c_coll->coll_##field = m->super.coll_##field; \
+        comm->c_coll->coll_##field##_module = &m->super;    \
+    }
+#define GPUCOLL_UNINSTALL_ONE(field)                                    \
+    if (&m->super == comm->c_coll->coll_##field##_module) {             \
+        comm->c_coll->coll_##field = m->prev_##field;                   \
+        comm->c_coll->coll_##field##_module = m->prev_##field##_module; \
+    }
+#define GPUCOLL_FOR_EVERY_ENTRY(ONE, PREV, FORMS, ALL) \
+    ONE(barrier)                                       \
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(PREV)         \
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(FORMS)        \
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(ALL)
+#define GPUCOLL_INSTALL_PREV(name, id) GPUCOLL_INSTALL_ONE(name)
+#define GPUCOLL_INSTALL_PREV_FORMS(name, type, id) \
+    GPUCOLL_INSTALL_ONE(i##name)                   \
+    GPUCOLL_INSTALL_ONE(name##_init)
+#define GPUCOLL_INSTALL_PREV_ALL(name, type, id) \
+    GPUCOLL_INSTALL_ONE(name)                    \
+    GPUCOLL_INSTALL_PREV_FORMS(name, type, id)
+#define GPUCOLL_UNINSTALL_PREV(name, id) GPUCOLL_UNINSTALL_ONE(name)
+#define GPUCOLL_UNINSTALL_PREV_FORMS(name, type, id) \
+    GPUCOLL_UNINSTALL_ONE(i##name)                   \
+    GPUCOLL_UNINSTALL_ONE(name##_init)
+#define GPUCOLL_UNINSTALL_PREV_ALL(name, type, id) \
+    GPUCOLL_UNINSTALL_ONE(name)                    \
+    GPUCOLL_UNINSTALL_PREV_FORMS(name, type, id)
+
+#if MCA_COLL_GPUCOLL_INSTALLS_ITSELF
+static int gpucoll_module_disable(mca_coll_base_module_t* module,
+                                  struct ompi_communicator_t* comm) {
+    mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
+    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_UNINSTALL_ONE, GPUCOLL_UNINSTALL_PREV,
+                            GPUCOLL_UNINSTALL_PREV_FORMS, GPUCOLL_UNINSTALL_PREV_ALL)
+    return OMPI_SUCCESS;
+}
+#endif
+
 static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_communicator_t* comm) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    GPUCOLL_SAVE_ONE(barrier)
-    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_SAVE_PREV)
-    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_SAVE_PREV_FORMS)
-    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_SAVE_PREV_ALL)
+    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_SAVE_ONE, GPUCOLL_SAVE_PREV, GPUCOLL_SAVE_PREV_FORMS,
+                            GPUCOLL_SAVE_PREV_ALL)
+#if MCA_COLL_GPUCOLL_INSTALLS_ITSELF
+    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_INSTALL_ONE, GPUCOLL_INSTALL_PREV, GPUCOLL_INSTALL_PREV_FORMS,
+                            GPUCOLL_INSTALL_PREV_ALL)
+#endif
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): enabled", comm->c_name,
-                    comm->c_contextid);
+                    mca_coll_gpucoll_comm_cid(comm));
     return OMPI_SUCCESS;
 }
 
@@ -489,6 +542,9 @@ mca_coll_gpucoll_module_t* mca_coll_gpucoll_module_new(struct ompi_communicator_
     mca_coll_gpucoll_module_t* m = OBJ_NEW(mca_coll_gpucoll_module_t);
     if (NULL == m) return NULL;
     m->super.coll_module_enable = gpucoll_module_enable;
+#if MCA_COLL_GPUCOLL_INSTALLS_ITSELF
+    m->super.coll_module_disable = gpucoll_module_disable;
+#endif
     MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_INSTALL)
     m->super.coll_barrier = coll_gpucoll_barrier;
     mca_coll_gpucoll_install_forms(m);

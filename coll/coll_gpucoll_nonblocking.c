@@ -306,21 +306,24 @@ int mca_coll_gpucoll_nonblocking_start(mca_coll_gpucoll_module_t* m,
 static inline bool dev(const void* p) { return mca_coll_gpucoll_is_device(p); }
 
 static bool build_allreduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
-                            void* rbuf, int count, struct ompi_datatype_t* dtype,
-                            struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+                            void* rbuf, mca_coll_gpucoll_count_t count,
+                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                            struct ompi_communicator_t* comm) {
     (void)comm;
     return mca_coll_gpucoll_build_allreduce(call, a, dev(sbuf), dev(rbuf), sbuf, rbuf, count, dtype,
                                             op);
 }
 
-static bool build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, void* buf, int count,
-                        struct ompi_datatype_t* dtype, int root, struct ompi_communicator_t* comm) {
+static bool build_bcast(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, void* buf,
+                        mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype, int root,
+                        struct ompi_communicator_t* comm) {
     (void)comm;
     return mca_coll_gpucoll_build_bcast(call, a, dev(buf), buf, count, dtype, root);
 }
 
 static bool build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
-                            int scount, struct ompi_datatype_t* sdtype, void* rbuf, int rcount,
+                            mca_coll_gpucoll_count_t scount, struct ompi_datatype_t* sdtype,
+                            void* rbuf, mca_coll_gpucoll_count_t rcount,
                             struct ompi_datatype_t* rdtype, struct ompi_communicator_t* comm) {
     (void)comm;
     return mca_coll_gpucoll_build_allgather(call, a, dev(sbuf), dev(rbuf), sbuf, scount, sdtype,
@@ -330,8 +333,9 @@ static bool build_allgather(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, co
 /* a->counts: allocated here, freed by the caller once the core has its copy
  * (persistent requests keep it). */
 static bool build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
-                                 void* rbuf, const int* rcounts, struct ompi_datatype_t* dtype,
-                                 struct ompi_op_t* op, struct ompi_communicator_t* comm) {
+                                 void* rbuf, mca_coll_gpucoll_counts_t rcounts,
+                                 struct ompi_datatype_t* dtype, struct ompi_op_t* op,
+                                 struct ompi_communicator_t* comm) {
     a->counts = malloc(sizeof(size_t) * (size_t)ompi_comm_size(comm));
     if (NULL == a->counts) return false; /* declined: staged */
     return mca_coll_gpucoll_build_reduce_scatter(call, a, dev(sbuf), dev(rbuf), a->counts, sbuf,
@@ -339,7 +343,8 @@ static bool build_reduce_scatter(gpucoll_call_t* call, mca_coll_gpucoll_args_t* 
 }
 
 static bool build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a,
-                                       const void* sbuf, void* rbuf, int rcount,
+                                       const void* sbuf, void* rbuf,
+                                       mca_coll_gpucoll_count_t rcount,
                                        struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                        struct ompi_communicator_t* comm) {
     (void)comm;
@@ -348,8 +353,8 @@ static bool build_reduce_scatter_block(gpucoll_call_t* call, mca_coll_gpucoll_ar
 }
 
 static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const void* sbuf,
-                         void* rbuf, int count, struct ompi_datatype_t* dtype, struct ompi_op_t* op,
-                         int root, struct ompi_communicator_t* comm) {
+                         void* rbuf, mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                         struct ompi_op_t* op, int root, struct ompi_communicator_t* comm) {
     const bool at_root = ompi_comm_rank(comm) == root; /* intracommunicators only */
     return mca_coll_gpucoll_build_reduce(call, a, dev(sbuf), dev(rbuf), at_root, sbuf, rbuf, count,
                                          dtype, op, root);
@@ -370,9 +375,9 @@ static bool build_reduce(gpucoll_call_t* call, mca_coll_gpucoll_args_t* a, const
  * the accelerated path to be set up. */
 #define MCA_COLL_GPUCOLL_TINY_NONBLOCKING_BYTES 8
 
-static bool tiny(int count, struct ompi_datatype_t* dtype) {
+static bool tiny(mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype) {
     size_t size = 0;
-    if (count < 0 || OMPI_SUCCESS != ompi_datatype_type_size(dtype, &size)) return false;
+    if (OMPI_SUCCESS != ompi_datatype_type_size(dtype, &size)) return false;
     return (size_t)count * size <= MCA_COLL_GPUCOLL_TINY_NONBLOCKING_BYTES;
 }
 
@@ -419,26 +424,29 @@ static bool tiny(int count, struct ompi_datatype_t* dtype) {
     }
 
 GPUCOLL_DEFINE_I_ACCEL(allreduce,
-                       (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                        struct ompi_op_t* op),
+                       (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
+                        struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                        (sbuf, rbuf, count, dtype, op), tiny(count, dtype))
-GPUCOLL_DEFINE_I_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+GPUCOLL_DEFINE_I_ACCEL(bcast,
+                       (void* buf, mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                        int root),
                        (buf, count, dtype, root), tiny(count, dtype))
 GPUCOLL_DEFINE_I_ACCEL(allgather,
-                       (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                        int rcount, struct ompi_datatype_t* rdtype),
+                       (const void* sbuf, mca_coll_gpucoll_count_t scount,
+                        struct ompi_datatype_t* sdtype, void* rbuf, mca_coll_gpucoll_count_t rcount,
+                        struct ompi_datatype_t* rdtype),
                        (sbuf, scount, sdtype, rbuf, rcount, rdtype), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter,
-                       (const void* sbuf, void* rbuf, const int* rcounts,
+                       (const void* sbuf, void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                         struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                        (sbuf, rbuf, rcounts, dtype, op), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce_scatter_block,
-                       (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
-                        struct ompi_op_t* op),
+                       (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount,
+                        struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                        (sbuf, rbuf, rcount, dtype, op), false)
 GPUCOLL_DEFINE_I_ACCEL(reduce,
-                       (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                        struct ompi_op_t* op, int root),
+                       (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
+                        struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root),
                        (sbuf, rbuf, count, dtype, op, root), tiny(count, dtype))
 
 /* <name>_init on the accelerated path where the communicator has one. A
@@ -508,24 +516,27 @@ GPUCOLL_DEFINE_I_ACCEL(reduce,
     }
 
 GPUCOLL_DEFINE_INIT_ACCEL(allreduce,
-                          (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                           struct ompi_op_t* op),
+                          (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
+                           struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                           (sbuf, rbuf, count, dtype, op))
-GPUCOLL_DEFINE_INIT_ACCEL(bcast, (void* buf, int count, struct ompi_datatype_t* dtype, int root),
+GPUCOLL_DEFINE_INIT_ACCEL(bcast,
+                          (void* buf, mca_coll_gpucoll_count_t count, struct ompi_datatype_t* dtype,
+                           int root),
                           (buf, count, dtype, root))
 GPUCOLL_DEFINE_INIT_ACCEL(allgather,
-                          (const void* sbuf, int scount, struct ompi_datatype_t* sdtype, void* rbuf,
-                           int rcount, struct ompi_datatype_t* rdtype),
+                          (const void* sbuf, mca_coll_gpucoll_count_t scount,
+                           struct ompi_datatype_t* sdtype, void* rbuf,
+                           mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* rdtype),
                           (sbuf, scount, sdtype, rbuf, rcount, rdtype))
 GPUCOLL_DEFINE_INIT_ACCEL(reduce_scatter,
-                          (const void* sbuf, void* rbuf, const int* rcounts,
+                          (const void* sbuf, void* rbuf, mca_coll_gpucoll_counts_t rcounts,
                            struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                           (sbuf, rbuf, rcounts, dtype, op))
 GPUCOLL_DEFINE_INIT_ACCEL(reduce_scatter_block,
-                          (const void* sbuf, void* rbuf, int rcount, struct ompi_datatype_t* dtype,
-                           struct ompi_op_t* op),
+                          (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount,
+                           struct ompi_datatype_t* dtype, struct ompi_op_t* op),
                           (sbuf, rbuf, rcount, dtype, op))
 GPUCOLL_DEFINE_INIT_ACCEL(reduce,
-                          (const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                           struct ompi_op_t* op, int root),
+                          (const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
+                           struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root),
                           (sbuf, rbuf, count, dtype, op, root))

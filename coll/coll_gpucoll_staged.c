@@ -266,8 +266,14 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
         p = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (MAP_FAILED == p) {
-            GPUCOLL_ERROR("out of address space for %zu bytes of zeros", s->bytes);
-            return OMPI_ERR_OUT_OF_RESOURCE;
+            /* The call was refused already: say so, with the refusal's
+             * error. (Every rank whose buffer is refused returns here; a
+             * rank whose buffer fits would wait for it: issue #40, item 2.)
+             * The span runs between unrelated allocations: a process may
+             * have no hole that large (seen under Open MPI 6.0, for a span
+             * of 46 TB from a host block to a device one). */
+            GPUCOLL_ERROR("out of address space for %zu bytes of zeros; MPI_ERR_BUFFER", s->bytes);
+            return MPI_ERR_BUFFER;
         }
         s->heap = p;
         s->mapped = true;
@@ -462,7 +468,7 @@ int mca_coll_gpucoll_staging_end(mca_coll_gpucoll_staging_t* c, int rc) {
 #define B0 c.buf[0].host
 #define B1 c.buf[1].host
 
-int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                       struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
@@ -471,14 +477,17 @@ int mca_coll_gpucoll_staged_allreduce(const void* sbuf, void* rbuf, int count,
                    B1, count, dtype, op, comm);
 }
 
-int mca_coll_gpucoll_staged_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+int mca_coll_gpucoll_staged_bcast(void* buf, mca_coll_gpucoll_count_t count,
+                                  struct ompi_datatype_t* dtype, int root,
                                   struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
     GPUCOLL_STAGED(bcast, mca_coll_gpucoll_describe_bcast(&c, buf, count, dtype, root, comm), B0,
                    count, dtype, root, comm);
 }
 
-int mca_coll_gpucoll_staged_allgather(const void* sbuf, int scount, struct ompi_datatype_t* sdtype,
-                                      void* rbuf, int rcount, struct ompi_datatype_t* rdtype,
+int mca_coll_gpucoll_staged_allgather(const void* sbuf, mca_coll_gpucoll_count_t scount,
+                                      struct ompi_datatype_t* sdtype, void* rbuf,
+                                      mca_coll_gpucoll_count_t rcount,
+                                      struct ompi_datatype_t* rdtype,
                                       struct ompi_communicator_t* comm,
                                       mca_coll_gpucoll_module_t* m) {
     GPUCOLL_STAGED(
@@ -487,7 +496,8 @@ int mca_coll_gpucoll_staged_allgather(const void* sbuf, int scount, struct ompi_
         B0, scount, sdtype, B1, rcount, rdtype, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts,
+int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf,
+                                           mca_coll_gpucoll_counts_t rcounts,
                                            struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                            struct ompi_communicator_t* comm,
                                            mca_coll_gpucoll_module_t* m) {
@@ -497,18 +507,16 @@ int mca_coll_gpucoll_staged_reduce_scatter(const void* sbuf, void* rbuf, const i
         rcounts, dtype, op, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_scatter_block(const void* sbuf, void* rbuf, int rcount,
-                                                 struct ompi_datatype_t* dtype,
-                                                 struct ompi_op_t* op,
-                                                 struct ompi_communicator_t* comm,
-                                                 mca_coll_gpucoll_module_t* m) {
+int mca_coll_gpucoll_staged_reduce_scatter_block(
+    const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t rcount, struct ompi_datatype_t* dtype,
+    struct ompi_op_t* op, struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
     GPUCOLL_STAGED(
         reduce_scatter_block,
         mca_coll_gpucoll_describe_reduce_scatter_block(&c, sbuf, rbuf, rcount, dtype, op, comm), B0,
         B1, rcount, dtype, op, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
+int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, mca_coll_gpucoll_count_t count,
                                    struct ompi_datatype_t* dtype, struct ompi_op_t* op, int root,
                                    struct ompi_communicator_t* comm, mca_coll_gpucoll_module_t* m) {
     GPUCOLL_STAGED(reduce,
@@ -516,7 +524,8 @@ int mca_coll_gpucoll_staged_reduce(const void* sbuf, void* rbuf, int count,
                    B0, B1, count, dtype, op, root, comm);
 }
 
-int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf, int count,
+int mca_coll_gpucoll_staged_reduce_local(const void* inbuf, void* inoutbuf,
+                                         mca_coll_gpucoll_count_t count,
                                          struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                                          mca_coll_gpucoll_module_t* m) {
     /* Not GPUCOLL_STAGED: reduce_local leaves host_depth alone (threads call

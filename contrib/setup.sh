@@ -19,6 +19,14 @@ if [ ! -f Makefile ]; then
             set -- "$@" --with-nvml="$top/_build/nvml"
         fi ;;
     esac
+    # Open MPI's internal headers that the installation lacks (Debian 13 and
+    # testing): from the source package of the same version.
+    case " $* " in *" --with-ompi-source"*) ;; *)
+        if "$top/contrib/ompi-headers-missing.sh" >/dev/null; then
+            src=$("$top/contrib/ompi-source.sh" | tail -1)
+            set -- "$@" --with-ompi-source="$src"
+        fi ;;
+    esac
     "$top/configure" --enable-werror "$@"
 fi
 make -j"$(nproc)"

@@ -75,6 +75,21 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # More ranks than cores: yield instead of spinning, do not bind.
 export OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_hwloc_base_binding_policy=none
+# The same for Open MPI 5.0 and 6.0, whose mpirun is PRRTE's: it reads its
+# own names (the OMPI_MCA_ ones above reach only the MPI processes there).
+# 6.0's PRRTE calls the mapping policy "mapby" (and warns at the old name,
+# which 5.0's knows alone).
+case $(${MPIRUN%% *} --version 2>/dev/null | head -1) in
+*" 4."*) ;;
+*" 5."*) export PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe ;;
+*) export PRTE_MCA_mapby=:oversubscribe ;;
+esac
+export PRTE_MCA_hwloc_default_binding_policy=none
+# PMIx (5.0, 6.0) reads OMPI_MCA_mca_base_component_path too, and knows no
+# SYS_DEFAULT: give it its own directory.
+_pmixlib=$(pkg-config --variable=libdir pmix 2>/dev/null || :)
+[ -n "$_pmixlib" ] && [ -d "$_pmixlib/pmix" ] &&
+    export PMIX_MCA_mca_base_component_path="$_pmixlib/pmix"
 # Sanitizer builds (test/sanitizers/env.sh set the options): Open MPI 4.1.4
 # dlcloses its components at MPI_Finalize, and LeakSanitizer then reports
 # some 3300 of Open MPI's own allocations per process from "<unknown

@@ -49,7 +49,10 @@ run_mpi 3 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_flags devi
     --inject
 
 echo "== parameters that differ between ranks"
-run_mpi 1 --mca coll_gpucoll_device "$TEST_DEVICE" -x OMPI_MCA_coll_gpucoll_chunk_size=4096 -- \
+# (env, not -x: PRRTE's mpirun, Open MPI 5.0 and 6.0, gives -x to every
+# application context, 4.1's to the first alone)
+run_mpi 1 --mca coll_gpucoll_device "$TEST_DEVICE" -- \
+    env OMPI_MCA_coll_gpucoll_chunk_size=4096 \
     "$MPI_TESTDIR/test_collectives" --no-large --expect staged : \
     -np 2 "$MPI_TESTDIR/test_collectives" --no-large --expect staged
 grep -q 'parameters differ between the ranks' "$MPI_OUT" ||

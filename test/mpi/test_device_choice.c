@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "gpucoll.h"
-/* after mpi.h: the MPIX_*_init of Open MPI's pcollreq extension */
-#include <mpi-ext.h>
+/* MPI_*_init on every Open MPI series */
+#include "mpi4_names.h"
 
 enum { N = 262144 }; /* 1 MiB of floats: allreduce reads the peers' buffers (two-shot) */
 
@@ -135,7 +135,7 @@ static void nonblocking_only(MPI_Comm comm, float* send, float* recv, float sum,
     const char* how = barrier ? "a barrier" : "a blocking host allreduce";
     /* A persistent request made before: started after, accelerated too. */
     MPI_Request preq;
-    CHECK(MPIX_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, comm, MPI_INFO_NULL, &preq) ==
+    CHECK(MPI_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, comm, MPI_INFO_NULL, &preq) ==
               MPI_SUCCESS,
           "allreduce_init failed");
     one_iallreduce(comm, send, recv, sum, "iallreduce before the set-up");
@@ -272,8 +272,8 @@ int main(int argc, char** argv) {
 
     /* Persistent, started twice. */
     MPI_Request preq;
-    CHECK(MPIX_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
-                              &preq) == MPI_SUCCESS,
+    CHECK(MPI_Allreduce_init(send, recv, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
+                             &preq) == MPI_SUCCESS,
           "allreduce_init failed");
     for (int round = 0; round < 2; round++) {
         fill(send, N, (float)(rank + 1));

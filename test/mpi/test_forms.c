@@ -1,7 +1,7 @@
 /*
  * test_forms.c - every collective of the standard on device buffers, in its
  * blocking, nonblocking and persistent forms (MPI_Allreduce, MPI_Iallreduce,
- * MPIX_Allreduce_init, ... and the neighborhood collectives on a ring
+ * MPI_Allreduce_init, ... and the neighborhood collectives on a ring
  * topology), on device, host and mixed memory kinds.
  *
  * The oracle: the same call with host buffers holding the same initial
@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "mpi_test_util.h"
-/* after mpi.h: the MPIX_*_init of Open MPI's pcollreq extension */
-#include <mpi-ext.h>
+/* MPI_*_init on every Open MPI series */
+#include "mpi4_names.h"
 
 enum { F_BLOCKING = 0, F_NONBLOCKING, F_PERSISTENT, F_COUNT };
 static const char* const form_names[F_COUNT] = {"blocking", "nonblocking", "persistent"};
@@ -167,108 +167,108 @@ static int issue(const spec_t* s, const layout_t* L, int form, void* sb, void* r
         case GPUCOLL_COLL_ALLREDUCE:
             return FORMS(MPI_Allreduce(sbuf, rb, c, dt, MPI_SUM, comm),
                          MPI_Iallreduce(sbuf, rb, c, dt, MPI_SUM, comm, req),
-                         MPIX_Allreduce_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
+                         MPI_Allreduce_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
         case GPUCOLL_COLL_BCAST:
             return FORMS(MPI_Bcast(sb, c, dt, root, comm), MPI_Ibcast(sb, c, dt, root, comm, req),
-                         MPIX_Bcast_init(sb, c, dt, root, comm, info, req));
+                         MPI_Bcast_init(sb, c, dt, root, comm, info, req));
         case GPUCOLL_COLL_ALLGATHER:
             return FORMS(MPI_Allgather(sbuf, scount, sdt, rb, c, dt, comm),
                          MPI_Iallgather(sbuf, scount, sdt, rb, c, dt, comm, req),
-                         MPIX_Allgather_init(sbuf, scount, sdt, rb, c, dt, comm, info, req));
+                         MPI_Allgather_init(sbuf, scount, sdt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_REDUCE_SCATTER:
             return FORMS(
                 MPI_Reduce_scatter(sbuf, rb, L->counts, dt, MPI_SUM, comm),
                 MPI_Ireduce_scatter(sbuf, rb, L->counts, dt, MPI_SUM, comm, req),
-                MPIX_Reduce_scatter_init(sbuf, rb, L->counts, dt, MPI_SUM, comm, info, req));
+                MPI_Reduce_scatter_init(sbuf, rb, L->counts, dt, MPI_SUM, comm, info, req));
         case GPUCOLL_COLL_REDUCE_SCATTER_BLOCK:
             return FORMS(MPI_Reduce_scatter_block(sbuf, rb, c, dt, MPI_SUM, comm),
                          MPI_Ireduce_scatter_block(sbuf, rb, c, dt, MPI_SUM, comm, req),
-                         MPIX_Reduce_scatter_block_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
+                         MPI_Reduce_scatter_block_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
         case GPUCOLL_COLL_REDUCE:
             return FORMS(MPI_Reduce(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm),
                          MPI_Ireduce(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm, req),
-                         MPIX_Reduce_init(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm, info, req));
+                         MPI_Reduce_init(sbuf_rooted, rb, c, dt, MPI_SUM, root, comm, info, req));
         case GPUCOLL_COLL_ALLGATHERV:
             return FORMS(MPI_Allgatherv(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm),
                          MPI_Iallgatherv(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm, req),
-                         MPIX_Allgatherv_init(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm,
-                                              info, req));
+                         MPI_Allgatherv_init(sbuf, smine, sdt, rb, L->counts, L->displs, dt, comm,
+                                             info, req));
         case GPUCOLL_COLL_ALLTOALL:
             return FORMS(MPI_Alltoall(sbuf, scount, sdt, rb, c, dt, comm),
                          MPI_Ialltoall(sbuf, c, dt, rb, c, dt, comm, req),
-                         MPIX_Alltoall_init(sbuf, c, dt, rb, c, dt, comm, info, req));
+                         MPI_Alltoall_init(sbuf, c, dt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_ALLTOALLV:
             return FORMS(
                 MPI_Alltoallv(sbuf, L->counts, L->displs, dt, rb, L->counts, L->displs, dt, comm),
                 MPI_Ialltoallv(sbuf, L->counts, L->displs, dt, rb, L->counts, L->displs, dt, comm,
                                req),
-                MPIX_Alltoallv_init(sbuf, L->counts, L->displs, dt, rb, L->counts, L->displs, dt,
-                                    comm, info, req));
+                MPI_Alltoallv_init(sbuf, L->counts, L->displs, dt, rb, L->counts, L->displs, dt,
+                                   comm, info, req));
         case GPUCOLL_COLL_ALLTOALLW:
             return FORMS(MPI_Alltoallw(sbuf, L->counts, L->bdispls, L->types, rb, L->counts,
                                        L->bdispls, L->types, comm),
                          MPI_Ialltoallw(sbuf, L->counts, L->bdispls, L->types, rb, L->counts,
                                         L->bdispls, L->types, comm, req),
-                         MPIX_Alltoallw_init(sbuf, L->counts, L->bdispls, L->types, rb, L->counts,
-                                             L->bdispls, L->types, comm, info, req));
+                         MPI_Alltoallw_init(sbuf, L->counts, L->bdispls, L->types, rb, L->counts,
+                                            L->bdispls, L->types, comm, info, req));
         case GPUCOLL_COLL_GATHER:
             return FORMS(MPI_Gather(sbuf_rooted, c, dt, rb, c, dt, root, comm),
                          MPI_Igather(sbuf_rooted, c, dt, rb, c, dt, root, comm, req),
-                         MPIX_Gather_init(sbuf_rooted, c, dt, rb, c, dt, root, comm, info, req));
+                         MPI_Gather_init(sbuf_rooted, c, dt, rb, c, dt, root, comm, info, req));
         case GPUCOLL_COLL_GATHERV:
             return FORMS(
                 MPI_Gatherv(sbuf_rooted, mine, dt, rb, L->counts, L->displs, dt, root, comm),
                 MPI_Igatherv(sbuf_rooted, mine, dt, rb, L->counts, L->displs, dt, root, comm, req),
-                MPIX_Gatherv_init(sbuf_rooted, mine, dt, rb, L->counts, L->displs, dt, root, comm,
-                                  info, req));
+                MPI_Gatherv_init(sbuf_rooted, mine, dt, rb, L->counts, L->displs, dt, root, comm,
+                                 info, req));
         case GPUCOLL_COLL_SCATTER:
             return FORMS(MPI_Scatter(sb, c, dt, rbuf_scatter, c, dt, root, comm),
                          MPI_Iscatter(sb, c, dt, rbuf_scatter, c, dt, root, comm, req),
-                         MPIX_Scatter_init(sb, c, dt, rbuf_scatter, c, dt, root, comm, info, req));
+                         MPI_Scatter_init(sb, c, dt, rbuf_scatter, c, dt, root, comm, info, req));
         case GPUCOLL_COLL_SCATTERV:
             return FORMS(
                 MPI_Scatterv(sb, L->counts, L->displs, dt, rbuf_scatter, mine, dt, root, comm),
                 MPI_Iscatterv(sb, L->counts, L->displs, dt, rbuf_scatter, mine, dt, root, comm,
                               req),
-                MPIX_Scatterv_init(sb, L->counts, L->displs, dt, rbuf_scatter, mine, dt, root, comm,
-                                   info, req));
+                MPI_Scatterv_init(sb, L->counts, L->displs, dt, rbuf_scatter, mine, dt, root, comm,
+                                  info, req));
         case GPUCOLL_COLL_SCAN:
             return FORMS(MPI_Scan(sbuf, rb, c, dt, MPI_SUM, comm),
                          MPI_Iscan(sbuf, rb, c, dt, MPI_SUM, comm, req),
-                         MPIX_Scan_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
+                         MPI_Scan_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
         case GPUCOLL_COLL_EXSCAN:
             return FORMS(MPI_Exscan(sbuf, rb, c, dt, MPI_SUM, comm),
                          MPI_Iexscan(sbuf, rb, c, dt, MPI_SUM, comm, req),
-                         MPIX_Exscan_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
+                         MPI_Exscan_init(sbuf, rb, c, dt, MPI_SUM, comm, info, req));
         case GPUCOLL_COLL_NEIGHBOR_ALLGATHER:
             return FORMS(MPI_Neighbor_allgather(sb, c, dt, rb, c, dt, comm),
                          MPI_Ineighbor_allgather(sb, c, dt, rb, c, dt, comm, req),
-                         MPIX_Neighbor_allgather_init(sb, c, dt, rb, c, dt, comm, info, req));
+                         MPI_Neighbor_allgather_init(sb, c, dt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_NEIGHBOR_ALLGATHERV:
             return FORMS(
                 MPI_Neighbor_allgatherv(sb, mine, dt, rb, L->counts, L->displs, dt, comm),
                 MPI_Ineighbor_allgatherv(sb, mine, dt, rb, L->counts, L->displs, dt, comm, req),
-                MPIX_Neighbor_allgatherv_init(sb, mine, dt, rb, L->counts, L->displs, dt, comm,
-                                              info, req));
+                MPI_Neighbor_allgatherv_init(sb, mine, dt, rb, L->counts, L->displs, dt, comm, info,
+                                             req));
         case GPUCOLL_COLL_NEIGHBOR_ALLTOALL:
             return FORMS(MPI_Neighbor_alltoall(sb, c, dt, rb, c, dt, comm),
                          MPI_Ineighbor_alltoall(sb, c, dt, rb, c, dt, comm, req),
-                         MPIX_Neighbor_alltoall_init(sb, c, dt, rb, c, dt, comm, info, req));
+                         MPI_Neighbor_alltoall_init(sb, c, dt, rb, c, dt, comm, info, req));
         case GPUCOLL_COLL_NEIGHBOR_ALLTOALLV:
             return FORMS(MPI_Neighbor_alltoallv(sb, L->counts, L->displs, dt, rb, L->counts,
                                                 L->displs, dt, comm),
                          MPI_Ineighbor_alltoallv(sb, L->counts, L->displs, dt, rb, L->counts,
                                                  L->displs, dt, comm, req),
-                         MPIX_Neighbor_alltoallv_init(sb, L->counts, L->displs, dt, rb, L->counts,
-                                                      L->displs, dt, comm, info, req));
+                         MPI_Neighbor_alltoallv_init(sb, L->counts, L->displs, dt, rb, L->counts,
+                                                     L->displs, dt, comm, info, req));
         case GPUCOLL_COLL_NEIGHBOR_ALLTOALLW:
             return FORMS(
                 MPI_Neighbor_alltoallw(sb, L->counts, L->adispls, L->types, rb, L->counts,
                                        L->adispls, L->types, comm),
                 MPI_Ineighbor_alltoallw(sb, L->counts, L->adispls, L->types, rb, L->counts,
                                         L->adispls, L->types, comm, req),
-                MPIX_Neighbor_alltoallw_init(sb, L->counts, L->adispls, L->types, rb, L->counts,
-                                             L->adispls, L->types, comm, info, req));
+                MPI_Neighbor_alltoallw_init(sb, L->counts, L->adispls, L->types, rb, L->counts,
+                                            L->adispls, L->types, comm, info, req));
         default:
             TU_DIE("no such collective %d", (int)s->coll);
     }
@@ -389,7 +389,7 @@ static void run_case(const spec_t* s, int form, int mode, int starts) {
         const int gform = form == F_BLOCKING      ? GPUCOLL_FORM_BLOCKING
                           : form == F_NONBLOCKING ? GPUCOLL_FORM_NONBLOCKING
                                                   : GPUCOLL_FORM_PERSISTENT;
-        /* One rank: Open MPI answers MPI_Ibcast and MPIX_Bcast_init itself. */
+        /* One rank: Open MPI answers MPI_Ibcast and MPI_Bcast_init itself. */
         const int unseen = L.n == 1 && s->coll == GPUCOLL_COLL_BCAST && form != F_BLOCKING;
         if (!(form == F_PERSISTENT && want == GPUCOLL_PATH_DELEGATED) && !unseen) {
             uint64_t d = after.forms[gform][want] - before.forms[gform][want];

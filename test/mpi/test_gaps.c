@@ -26,8 +26,8 @@
  * usage: test_gaps [common options]
  */
 #include "mpi_test_util.h"
-/* after mpi.h: the MPIX_*_init of Open MPI's pcollreq extension */
-#include <mpi-ext.h>
+/* MPI_*_init on every Open MPI series */
+#include "mpi4_names.h"
 
 enum { MAXP = 64, GUARD = 16, TOKEN_TAG = 4242 };
 
@@ -318,21 +318,21 @@ static int call_init(const call_t* k, const void* s, void* r, MPI_Comm comm, MPI
     MPI_Info info = MPI_INFO_NULL;
     switch (k->coll) {
         case G_ALLGATHER:
-            return MPIX_Allgather_init(s, k->c, dt, r, k->c, dt, comm, info, req);
+            return MPI_Allgather_init(s, k->c, dt, r, k->c, dt, comm, info, req);
         case G_ALLGATHER_IN_PLACE:
-            return MPIX_Allgather_init(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, k->c, dt, comm, info,
-                                       req);
+            return MPI_Allgather_init(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, k->c, dt, comm, info,
+                                      req);
         case G_ALLGATHERV:
-            return MPIX_Allgatherv_init(s, k->sb.counts[0], dt, r, k->rcounts, k->rdispls, dt, comm,
-                                        info, req);
+            return MPI_Allgatherv_init(s, k->sb.counts[0], dt, r, k->rcounts, k->rdispls, dt, comm,
+                                       info, req);
         case G_ALLTOALLV:
-            return MPIX_Alltoallv_init(s, k->scounts, k->sdispls, dt, r, k->rcounts, k->rdispls, dt,
-                                       comm, info, req);
+            return MPI_Alltoallv_init(s, k->scounts, k->sdispls, dt, r, k->rcounts, k->rdispls, dt,
+                                      comm, info, req);
         case G_GATHERV:
-            return MPIX_Gatherv_init(s, k->sb.counts[0], dt, r, k->rcounts, k->rdispls, dt, k->root,
-                                     comm, info, req);
+            return MPI_Gatherv_init(s, k->sb.counts[0], dt, r, k->rcounts, k->rdispls, dt, k->root,
+                                    comm, info, req);
         case G_ALLREDUCE:
-            return MPIX_Allreduce_init(s, r, k->c, dt, g_sum, comm, info, req);
+            return MPI_Allreduce_init(s, r, k->c, dt, g_sum, comm, info, req);
         default:
             return MPI_ERR_ARG;
     }

@@ -36,9 +36,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "mpi4_names.h" /* MPI_Bcast_init on every Open MPI series */
 #include "mpi_test_util.h"
-
-#include <mpi-ext.h> /* MPIX_Bcast_init (persistent collectives, Open MPI 4.1) */
 
 typedef struct shape {
     int nodes, node, local, per_node; /* per_node: ranks of my node */
@@ -268,7 +267,7 @@ static void test_uneven_types(void) {
     MPI_Type_commit(&strided);
     int* host = malloc(bytes);
     int* d = device_alloc(bytes);
-    const char* forms[] = {"MPI_Bcast", "MPI_Ibcast", "MPIX_Bcast_init"};
+    const char* forms[] = {"MPI_Bcast", "MPI_Ibcast", "MPI_Bcast_init"};
     for (int form = 0; form < 3; ++form) {
         for (int i = 0; i < 2 * count; ++i)
             host[i] = tu.world_rank != root ? -5 : i % 2 ? -1 : i / 2 + 7 * form;
@@ -283,7 +282,7 @@ static void test_uneven_types(void) {
             rc = MPI_Ibcast(d, n, type, root, MPI_COMM_WORLD, &req);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
         } else {
-            rc = MPIX_Bcast_init(d, n, type, root, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+            rc = MPI_Bcast_init(d, n, type, root, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
             if (rc == MPI_SUCCESS) rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
             if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);

@@ -153,7 +153,10 @@ run_np() {
 # --mca coll_base_verbose 10), every one of NP processes enabled gpucoll on
 # COMM (e.g. MPI_COMM_WORLD), and no other component with a higher priority.
 gpucoll_selected_on() {
-    awk -v np="$1" -v want="$2" '
+    # Processes' lines can run into each other ("...comm_select: sele[vm:12]
+    # coll:base:..."): each "[host:pid] coll:base" starts a line of its own.
+    sed 's/\(.\)\(\[[^]]*\] coll:base:\)/\1\
+\2/g' "$MPI_OUT" | awk -v np="$1" -v want="$2" '
         match($0, /^\[[^]]*\]/) { pid = substr($0, RSTART, RLENGTH) }
         / coll:base:comm_select: new communicator: / {
             n = split($0, w, " "); cur[pid] = w[n - 2]
@@ -175,5 +178,5 @@ gpucoll_selected_on() {
                 exit 1
             }
             printf "gpucoll selected on %s in all %d processes\n", want, np
-        }' "$MPI_OUT"
+        }'
 }

@@ -59,9 +59,6 @@ typedef size_t mca_coll_gpucoll_count_t;
 typedef ompi_count_array_t mca_coll_gpucoll_counts_t;
 typedef ompi_disp_array_t mca_coll_gpucoll_displs_t;
 typedef ompi_disp_array_t mca_coll_gpucoll_adispls_t; /* neighbor_alltoallw: bytes */
-#define MCA_COLL_GPUCOLL_NO_COUNTS OMPI_COUNT_ARRAY_NULL
-#define MCA_COLL_GPUCOLL_NO_DISPLS OMPI_DISP_ARRAY_NULL
-#define MCA_COLL_GPUCOLL_NO_ADISPLS OMPI_DISP_ARRAY_NULL
 static inline size_t mca_coll_gpucoll_count_at(mca_coll_gpucoll_counts_t a, size_t i) {
     return ompi_count_array_get(a, i);
 }
@@ -82,9 +79,6 @@ typedef int mca_coll_gpucoll_count_t;
 typedef const int* mca_coll_gpucoll_counts_t;
 typedef const int* mca_coll_gpucoll_displs_t;
 typedef const MPI_Aint* mca_coll_gpucoll_adispls_t; /* neighbor_alltoallw: bytes */
-#define MCA_COLL_GPUCOLL_NO_COUNTS NULL
-#define MCA_COLL_GPUCOLL_NO_DISPLS NULL
-#define MCA_COLL_GPUCOLL_NO_ADISPLS NULL
 static inline size_t mca_coll_gpucoll_count_at(mca_coll_gpucoll_counts_t a, size_t i) {
     return (size_t)a[i];
 }

@@ -117,6 +117,7 @@ typedef struct mca_coll_gpucoll_component_t {
     char* nvlink_file;       /* its NVLinks (NULL: NVML) */
     char* cost_model;        /* preset or params file (NULL: size thresholds) */
     bool rails;              /* UCX_NET_DEVICES per process from the topology */
+    bool timing;             /* per-step times of accelerated calls, printed at finalize */
     char* rail_devices;      /* the NIC of each GPU, given (NULL: discovered) */
     int wait_warning;        /* seconds a blocking wait lasts before it says so (0: never) */
     int version_check;       /* MCA_COLL_GPUCOLL_VERSION_CHECK_* */

@@ -34,6 +34,8 @@ usage: contrib/bench.sh [options] [BUILDDIR] [-- gpucoll_bench options]
   -b BUILDDIR  build tree (default: the argument, ./_build, ./_build/*, the
                current directory, or _build next to this script)
   -q           print only the commands and the comparison tables
+  -H           device columns only (no host-buffer runs); the ratio column
+               then compares with the first algorithm of -a
   -h           this help
 Options after -- go to gpucoll_bench (-t TYPE, -o OP, -c, --in-place, -i, -w, ...).
 Environment: MPIRUN (default mpirun).
@@ -51,6 +53,7 @@ extra_mpirun=
 shapes=
 builddir=
 quiet=0
+host_runs=1
 bench_args=()
 
 while [ $# -gt 0 ]; do
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
     -N) shapes=$2; shift 2 ;;
     -b) builddir=$2; shift 2 ;;
     -q) quiet=1; shift ;;
+    -H) host_runs=0; shift ;;
     -h | --help) usage; exit 0 ;;
     --) shift; bench_args=("$@"); break ;;
     -*) echo "bench.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -194,14 +198,14 @@ compare() {
         if (NF >= 13 && $13 != "PASS") fail[k] = 1
     }
     END {
-        off = 0; for (i = 1; i <= nv; i++) if (lab[i] == "host,off") off = i - 1
+        off = 0; base = lab[1]; for (i = 1; i <= nv; i++) if (lab[i] == "host,off") { off = i - 1; base = "off" }
         printf "# comparison: %s, %s, %s, median of %d run%s per size: latency us (busbw GB/s)\n", coll, np, dev, reps, reps == 1 ? "" : "s"
         printf "#%10s", "size(B)"
         for (i = 1; i <= nv; i++) {
             printf "  %20s", lab[i]
             if (isdev[i]) printf "  %-24s", "path/algorithm taken"
         }
-        for (i = 1; i <= nv; i++) if (isdev[i]) printf "  %12s", lab[i] "/off"
+        for (i = 1; i <= nv; i++) if (isdev[i]) printf "  %12s", lab[i] "/" base
         printf "\n"
         for (j = 1; j <= ns; j++) {
             s = order[j]; printf " %10s", s
@@ -247,8 +251,10 @@ for coll in "${coll_list[@]}"; do
         devs+=(1)
         vargs+=("--mca coll_gpucoll_device $device${alg:+ --mca coll_gpucoll_${coll}_algorithm $alg}|-d $device")
     done
-    labels+=("host,gpucoll") devs+=(0) vargs+=("--mca coll_gpucoll_device $device|-d host")
-    labels+=("host,off") devs+=(0) vargs+=("--mca coll ^gpucoll|-d host")
+    if [ "$host_runs" = 1 ]; then
+        labels+=("host,gpucoll") devs+=(0) vargs+=("--mca coll_gpucoll_device $device|-d host")
+        labels+=("host,off") devs+=(0) vargs+=("--mca coll ^gpucoll|-d host")
+    fi
 
     for ((r = 1; r <= repeats; r++)); do
         for i in "${!vargs[@]}"; do

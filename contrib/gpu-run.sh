@@ -44,7 +44,17 @@
 # np 2 and 4, 8 B-16 MiB) 452 s without MPS, 3 programs at np 4 with MPS
 # about 90 s; bench-overlap 5-15 s. A step that runs past
 # GPUCOLL_STEP_TIMEOUT is cut and reported.
-#   all              every step above, in that order
+#   timeline         where the time of small calls goes: 8 B per rank
+#                    allreduce, bcast and allgather, np 2 and 4, gpucoll's
+#                    choice and staged, with coll_gpucoll_timing (each rank's
+#                    per-step table at finalize) (GPUCOLL_TIMELINE_NP)
+#   calibrate        the measurement a selection table comes from: every
+#                    algorithm and staged, device columns only, allreduce,
+#                    bcast, allgather and reduce_scatter_block at 8 B-256 MiB,
+#                    np GPUCOLL_BENCH_NP (default 2 4), one run each
+#                    (GPUCOLL_BENCH_REPEATS); the tables also land in
+#                    calibrate*.txt in the logs
+#   all              every step above up to osu, in that order
 #   mps-on, mps-off  start / stop the MPS daemon for the steps that follow
 #                    (ranks sharing the GPU then run concurrently instead of
 #                    time-slicing: say which mode a figure used)
@@ -52,6 +62,13 @@
 # GPUCOLL_STEP_TIMEOUT (seconds, default 480) caps each step; a step cut by it
 # reports TIMEOUT and the next step still runs.
 set -u
+case ${1:-} in
+-h | --help | help)
+    # This header, before anything needs .gpu/ (it may not be prepared yet).
+    sed -n '2,/^set -u/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 # Logs: one file per step in $out; with the device tool's $OUT (which returns
@@ -94,6 +111,7 @@ step_info() {
     ldd --version | head -1
     nproc
     mpirun --version | head -1
+    echo "nsys: $(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1 || true)"
     ompi_info --parsable --param coll gpucoll --level 9 2>&1 | grep -c 'mca:coll:gpucoll:param' |
         sed 's/^/gpucoll MCA parameters visible: /'
 }
@@ -144,6 +162,41 @@ step_bench_all() {
         contrib/bench.sh -q -b "$B" -d cuda -n "$np" -c bcast,allgather,reduce_scatter_block,reduce \
             -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-2}" -T 0.3 \
             -a "${GPUCOLL_BENCH_ALGS:-staged,auto}" -x "${GPUCOLL_BENCH_MPIRUN_ARGS:-}" || rc=1
+    done
+    return $rc
+}
+
+step_timeline() {
+    local np coll alg rc=0
+    for np in ${GPUCOLL_TIMELINE_NP:-2 4}; do
+        for coll in allreduce bcast allgather; do
+            local bytes=8
+            [ "$coll" = allgather ] && bytes=$((8 * np))
+            for alg in auto staged; do
+                echo "== $coll np $np, 8 B per rank, algorithm $alg"
+                timeout 90 mpirun -np "$np" --oversubscribe --mca coll_gpucoll_device cuda \
+                    --mca coll_gpucoll_timing 1 --mca "coll_gpucoll_${coll}_algorithm" "$alg" \
+                    "$B/perf/gpucoll_bench" "$coll" -d cuda -m "$bytes:$bytes" -i 5000 -w 500 \
+                    -T 10 2>&1 | grep -v '^# *[A-Za-z]' || rc=1
+            done
+        done
+    done
+    return $rc
+}
+
+step_calibrate() {
+    local np rc=0 f
+    for np in ${GPUCOLL_BENCH_NP:-2 4}; do
+        f=$out/calibrate-np$np${GPUCOLL_LOG_SUFFIX:-}.txt
+        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c allreduce -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
+            -r "${GPUCOLL_BENCH_REPEATS:-1}" -T "${GPUCOLL_CALIBRATE_T:-0.2}" \
+            -a staged,auto,one_shot,two_shot,ring | tee "$f" || rc=1
+        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c bcast -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
+            -r "${GPUCOLL_BENCH_REPEATS:-1}" -T "${GPUCOLL_CALIBRATE_T:-0.2}" \
+            -a staged,auto,direct,chain | tee -a "$f" || rc=1
+        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c allgather,reduce_scatter_block \
+            -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-1}" \
+            -T "${GPUCOLL_CALIBRATE_T:-0.2}" -a staged,auto,direct,ring | tee -a "$f" || rc=1
     done
     return $rc
 }

@@ -234,6 +234,16 @@ GPUCOLL_EXPORT const char* gpucoll_coll_name(gpucoll_coll_t coll);
 GPUCOLL_EXPORT const char* gpucoll_path_name(gpucoll_path_t path);
 GPUCOLL_EXPORT const char* gpucoll_form_name(gpucoll_form_t form);
 
+/* Where the time of a call goes, step by step (coll_gpucoll_timing): on,
+ * every accelerated call adds its steps' nanoseconds to a per-process table
+ * (off: one relaxed load per step). gpucoll_timing_report writes the table's
+ * text (a block per collective: each step's mean in microseconds and how
+ * often it ran) into buf, NUL-terminated and cut to len, and returns the
+ * length of the whole text. */
+GPUCOLL_EXPORT void gpucoll_timing_enable(int on);
+GPUCOLL_EXPORT void gpucoll_timing_reset(void);
+GPUCOLL_EXPORT size_t gpucoll_timing_report(char* buf, size_t len);
+
 /* ---------------------------------------------------------------------------
  * Component interface (used by coll/gpucoll; stable C, no MPI types)
  * ------------------------------------------------------------------------- */

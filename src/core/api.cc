@@ -1,4 +1,5 @@
 // api.cc - the C interface of gpucoll.h, on top of the Runtime.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "config.h"
 #include "core/counters.h"
 #include "core/runtime.h"
+#include "core/timing.h"
 #include "device/host_page_cache.h"
 #include "device/reduce_ops.h"
 #include "gpucoll.h"
@@ -219,6 +221,7 @@ int gpucoll_memcpy(void* dst, const void* src, size_t bytes) {
         std::memmove(dst, src, bytes);
         return GPUCOLL_SUCCESS;
     }
+    const gpucoll::timing::Scope timed(GPUCOLL_COLL_COUNT, gpucoll::timing::kStageCopy);
     return d->memcpy(dst, src, bytes, nullptr);
 }
 
@@ -232,6 +235,7 @@ int gpucoll_memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* ru
         if (int s = gpucoll::run_span(runs[k], &span)) return s;
     }
     Device* d = Runtime::instance().device();
+    const gpucoll::timing::Scope timed(GPUCOLL_COLL_COUNT, gpucoll::timing::kStageCopy);
     if (d != nullptr) return d->memcpy_runs(dst, src, runs, nruns, nullptr);
     for (size_t k = 0; k < nruns; ++k) {  // no backend: everything is host memory
         const gpucoll_copy_run_t& r = runs[k];
@@ -262,6 +266,20 @@ const char* gpucoll_path_name(gpucoll_path_t path) {
 
 const char* gpucoll_form_name(gpucoll_form_t form) {
     return form >= 0 && form < GPUCOLL_FORM_COUNT ? kFormNames[form] : "unknown";
+}
+
+void gpucoll_timing_enable(int on) { gpucoll::timing::set_on(on != 0); }
+
+void gpucoll_timing_reset(void) { gpucoll::timing::reset(); }
+
+size_t gpucoll_timing_report(char* buf, size_t len) {
+    const std::string text = gpucoll::timing::report();
+    if (buf != nullptr && len > 0) {
+        const size_t n = std::min(len - 1, text.size());
+        std::memcpy(buf, text.data(), n);
+        buf[n] = '\0';
+    }
+    return text.size();
 }
 
 size_t gpucoll_dtype_size(gpucoll_dtype_t dtype) { return gpucoll::reduce::dtype_size(dtype); }

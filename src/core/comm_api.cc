@@ -12,6 +12,7 @@
 #include "common/log_line.h"
 #include "core/counters.h"
 #include "core/runtime.h"
+#include "core/timing.h"
 #include "device/device.h"
 #include "gpucoll.h"
 #include "inter/hierarchy.h"
@@ -248,6 +249,7 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, g
     // allocation, one call from the component, each buffer classified once.
     int found = 0;
     if (gpucoll::Device* d = gpucoll::Runtime::instance().device(); d != nullptr) {
+        const gpucoll::timing::Scope timed(coll, gpucoll::timing::kClassify);
         if (on_device(*d, a)) found |= 1;
         if (on_device(*d, b)) found |= 2;
     }

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/timing.h"
 #include "device/reduce_ops.h"
 #include "intra/algorithms.h"
 #include "intra/node_comm.h"
@@ -23,6 +24,7 @@ const void** CallContext::sources() { return comm.sources_.data(); }
 char** CallContext::inputs() { return comm.inputs_.data(); }
 
 Status CallContext::resolve(int p, int which, char** out) {
+    const timing::Scope timed(call.coll, timing::kResolve);
     const BufferDesc& desc = comm.post_of(p, seq).buf[which];
     if (desc.buffer_id == 0)
         return set_error(GPUCOLL_ERR_INTERNAL, "rank %d posted no buffer %d for call %llu", p,
@@ -99,6 +101,7 @@ Status CallContext::signal(uint64_t step) {
 }
 
 Status CallContext::wait_peer(int peer, uint64_t step) {
+    const timing::Scope timed(call.coll, timing::kPeerWait);
     if (device_flags_) return device->wait_flag(comm.flag(peer), progress_word(seq, step), stream_);
     return comm.wait_progress(peer, progress_word(seq, step), true);
 }
@@ -141,6 +144,7 @@ Status CallContext::wait_all(uint64_t step) {
 
 Status CallContext::copy(void* dst, const void* src, size_t bytes, bool crosses_peer) {
     if (bytes == 0 || dst == src) return kSuccess;
+    const timing::Scope timed(call.coll, timing::kDevice);
     GPUCOLL_TRY(device->memcpy(dst, src, bytes, stream_));
     if (crosses_peer) bytes_peer += bytes;
     return kSuccess;
@@ -149,6 +153,7 @@ Status CallContext::copy(void* dst, const void* src, size_t bytes, bool crosses_
 Status CallContext::reduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                            size_t peer_srcs) {
     if (count == 0) return kSuccess;
+    const timing::Scope timed(call.coll, timing::kDevice);
     GPUCOLL_TRY(device->reduce(dst, srcs, nsrc, count, call.dtype, call.op, stream_));
     bytes_peer += peer_srcs * count * elem;
     return kSuccess;

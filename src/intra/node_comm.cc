@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "algo/hierarchical.h"
@@ -16,6 +17,7 @@
 #include "common/machine.h"
 #include "core/counters.h"
 #include "core/runtime.h"
+#include "core/timing.h"
 #include "device/reduce_ops.h"
 #include "inter/hierarchy.h"
 #include "intra/algorithms.h"
@@ -741,9 +743,11 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
     const bool planned = plan != nullptr && plan->described;
     PointerInfo send_info, recv_info;
     if (!planned) {
+        const timing::Scope timed(call.coll, timing::kCheck);
         GPUCOLL_TRY(check_user_buffers(call, bytes, &send_info, &recv_info));
         GPUCOLL_TRY(check_on_our_device(bytes, send_info, recv_info));
     }
+    timing::Scope describing(call.coll, timing::kDescribe);
     if (a->needs_result) GPUCOLL_TRY(grow(result_, std::max<size_t>(bytes.out, 1)));
     if (a->temp_bytes != nullptr) {
         GPUCOLL_TRY(grow(temp_, a->temp_bytes(call, call_size_, elem)));
@@ -762,7 +766,9 @@ Status NodeComm::prepare(const gpucoll_call_t& call, gpucoll_algorithm_t algo, u
         out->recv_copied = used != call.recvbuf;
         out->call.recvbuf = const_cast<void*>(used);
     }
+    describing.stop();
     if (a->input_in_scratch) {
+        const timing::Scope timed(call.coll, timing::kScratch);
         // Our slot for this call was last read by peers two calls ago: every
         // peer has moved on once it posted the previous call.
         if (seq > 1) GPUCOLL_TRY(wait_all_seen(progress_word(seq - 1, 0)));
@@ -1038,11 +1044,13 @@ Status NodeComm::advance_verdict(Pending& op, bool* ready) {
 }
 
 int NodeComm::run(const gpucoll_call_t& call) {
+    const uint64_t t0 = timing::on() ? timing::now_ns() : 0;
     // Our GPU, whatever the calling thread's (restored on return).
     DeviceScope on_device;
     const Status bound = on_device.enter(device_, ordinal_);
     drain();  // calls started before this one end first
     if (const Status s = take_pending_rebind(); s != kSuccess) return s;
+    if (t0 != 0) timing::add(call.coll, timing::kEnter, timing::now_ns() - t0);
     Pending op;
     op.call = call;
     if (bound != kSuccess) {  // staged, with the others (a post of ours they wait for)
@@ -1063,6 +1071,9 @@ int NodeComm::run(const gpucoll_call_t& call) {
     // deferred call's prepare() writes it again.
     if (status == GPUCOLL_REBIND) t_rebind_device = rebind_device_.load(std::memory_order_relaxed);
     post_deferred();
+    if (t0 != 0)
+        timing::add(call.coll, status == GPUCOLL_SUCCESS ? timing::kCore : timing::kDecline,
+                    timing::now_ns() - t0);
     return status;
 }
 
@@ -1072,6 +1083,7 @@ void NodeComm::begin(Pending& op) {
     const gpucoll_call_t& call = op.call;
     const size_t elem = reduce::dtype_size(call.dtype);
     op.begun = true;
+    timing::Scope selecting(call.coll, timing::kSelect);
     op.algo = op.decline_only ? GPUCOLL_ALGO_STAGED
               : op.plan       ? op.plan->algo
               : elem == 0     ? GPUCOLL_ALGO_STAGED
@@ -1080,6 +1092,7 @@ void NodeComm::begin(Pending& op) {
                   : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
                                      &op.why, &model_table_);
     if (op.plan) op.why = op.plan->why;
+    selecting.stop();
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
     const uint64_t failed = segment_.load_acquire(segment_.header().abort);
@@ -1124,6 +1137,7 @@ void NodeComm::begin(Pending& op) {
     }
     op.sig = CallSignature{call.coll, call.dtype, call.op, call.root,
                            call_bytes(call, call_size_, elem)};
+    const timing::Scope timed(call.coll, timing::kPost);
     post(seq, op.kind, &op.prepared, &op.sig);
 }
 
@@ -1134,6 +1148,7 @@ int NodeComm::conclude(Pending& op) {
     const size_t elem = reduce::dtype_size(call.dtype);
     CallContext ctx(*this, op.prepared.call, seq);
     Status s = kSuccess;
+    timing::Scope agreeing(call.coll, timing::kAgree);
     for (int p = 0; p < size_ && s == kSuccess; ++p)  // the agreement round: host flags
         if (p != rank_) s = wait_progress(p, progress_word(seq, 0), true);
     if (s != kSuccess) return fail(s, seq);
@@ -1143,6 +1158,7 @@ int NodeComm::conclude(Pending& op) {
         v = op.verdict->result;  // exchanged while the call was in flight
     else if (hier_ != nullptr && (s = global_verdict(seq, &v)) != kSuccess)
         return fail(s, seq);
+    agreeing.stop();
     if (v.code == inter::kDecline) return GPUCOLL_DECLINED;
     if (v.code == inter::kRebind) return GPUCOLL_REBIND;
     if (v.code == inter::kRefuse) {
@@ -1168,10 +1184,20 @@ int NodeComm::conclude(Pending& op) {
 
     // The application's work on the default stream (its last writes to our
     // buffers) comes first.
-    if (stream_ != nullptr && (s = stream_->after_default_stream()) != kSuccess)
-        return fail(s, seq);
-    if ((s = find_algorithm(call.coll, op.algo)->run(ctx)) != kSuccess) return fail(s, seq);
-    if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
+    {
+        const timing::Scope timed(call.coll, timing::kOrder);
+        if (stream_ != nullptr && (s = stream_->after_default_stream()) != kSuccess)
+            return fail(s, seq);
+    }
+    {
+        const timing::Scope timed(call.coll, timing::kAlgorithm);
+        if ((s = find_algorithm(call.coll, op.algo)->run(ctx)) != kSuccess) return fail(s, seq);
+    }
+    {
+        const timing::Scope timed(call.coll, timing::kFinish);
+        if ((s = ctx.finish()) != kSuccess) return fail(s, seq);
+    }
+    const timing::Scope tail(call.coll, timing::kTail);
     last_accelerated_ = seq;
     if (op.prepared.recv_copied) {
         const size_t out = bytes_of(call, rank_).out;

@@ -432,6 +432,71 @@ TEST(IntraPlan, StartsReuseTheSetup) {
     EXPECT_EQ(c.forms[GPUCOLL_FORM_PERSISTENT][GPUCOLL_PATH_ACCELERATED], uint64_t(5 * n));
 }
 
+// coll_gpucoll_timing: while on, every accelerated call adds its steps; a
+// call the selection stages by size counts as declined; off, nothing moves.
+TEST(IntraTiming, StepsOfAcceleratedCallsAreCounted) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const int n = 2, calls = 7;
+    auto run = [&](size_t count, gpucoll_algorithm_t algo) {
+        on_thread_ranks(n, [&](int, gpucoll_bootstrap_t& bs, std::string& fail) {
+            gpucoll_comm_config_t cfg;
+            gpucoll_comm_config_init(&cfg);
+            cfg.algorithm[GPUCOLL_COLL_ALLREDUCE] = algo;
+            gpucoll_comm_t* comm = nullptr;
+            if (gpucoll_comm_create(&bs, &cfg, &comm) != 0 || comm == nullptr) {
+                fail = "create failed";
+                return;
+            }
+            void* send = dalloc(count * sizeof(float));
+            void* recv = dalloc(count * sizeof(float));
+            const gpucoll_call_t call = sum_allreduce_call(send, recv, count);
+            for (int i = 0; i < calls && fail.empty(); ++i) {
+                const int rc = gpucoll_comm_run(comm, &call);
+                if (rc != GPUCOLL_SUCCESS && rc != GPUCOLL_DECLINED)
+                    fail = std::string("run: ") + gpucoll_last_error();
+            }
+            bs.barrier(bs.ctx);
+            gpucoll_free_device(send);
+            gpucoll_free_device(recv);
+            gpucoll_comm_destroy(comm);
+        });
+    };
+    auto report = [] {
+        std::string text(gpucoll_timing_report(nullptr, 0) + 1, '\0');
+        gpucoll_timing_report(text.data(), text.size());
+        text.resize(text.size() - 1);
+        return text;
+    };
+    gpucoll_timing_reset();
+    gpucoll_timing_enable(1);
+    run(16, GPUCOLL_ALGO_ONE_SHOT);
+    run(16, GPUCOLL_ALGO_STAGED);
+    gpucoll_timing_enable(0);
+    run(16, GPUCOLL_ALGO_ONE_SHOT);  // not counted
+    const std::string text = report();
+    const std::string total = std::to_string(n * calls);
+    EXPECT_NE(text.find("allreduce: " + total + " accelerated calls"), std::string::npos) << text;
+    // Each step's count: once per accelerated call; entry and selection for
+    // the staged calls too, which count as declined.
+    const std::string both = std::to_string(2 * n * calls);
+    const std::pair<const char*, std::string> steps[] = {
+        {"enter", both},    {"select", both},  {"check", total}, {"describe", total},
+        {"scratch", total}, {"post", total},   {"agree", total}, {"algorithm", total},
+        {"device", total},  {"finish", total}, {"tail", total},  {"declined", total}};
+    for (const auto& [step, count] : steps) {
+        const size_t at = text.find(std::string(" ") + step + " ");
+        ASSERT_NE(at, std::string::npos) << step << " missing:\n" << text;
+        const std::string line = text.substr(at, text.find('\n', at) - at);
+        EXPECT_NE(line.find(" x " + count), std::string::npos) << line;
+        EXPECT_EQ(line.find(" x " + count + "0"), std::string::npos) << line;
+    }
+    char small[16];
+    EXPECT_EQ(gpucoll_timing_report(small, sizeof small), text.size());
+    EXPECT_EQ(std::string(small), text.substr(0, sizeof small - 1));
+    gpucoll_timing_reset();
+    EXPECT_EQ(report(), "");
+}
+
 }  // namespace
 
 // Device flags, a rank failing with a step write still queued on its stream:

@@ -104,6 +104,7 @@ typedef struct mca_coll_gpucoll_component_t {
     int progress_thread; /* nonblocking calls advance on threads of the core: -1 auto, 0 off, 1 on,
                             2 lazy */
     size_t one_shot_max;
+    size_t one_kernel_max; /* allreduce: one-kernel path up to this size (0: forced only) */
     size_t chain_min;
     size_t chunk_size;
     int ipc_cache_size;

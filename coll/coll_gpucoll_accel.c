@@ -142,6 +142,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
         config.algorithm[i] = (gpucoll_algorithm_t)c->algorithm[i];
     }
     config.one_shot_max_bytes = c->one_shot_max;
+    config.one_kernel_max_bytes = c->one_kernel_max;
     config.chain_min_bytes = c->chain_min;
     config.chunk_bytes = c->chunk_size;
     config.ipc_cache_entries = c->ipc_cache_size > 0 ? (size_t)c->ipc_cache_size : 1;

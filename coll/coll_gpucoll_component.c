@@ -70,11 +70,17 @@ static const mca_base_var_enum_value_t gpucoll_device_values[] = {
 };
 
 static const mca_base_var_enum_value_t gpucoll_algorithm_values[] = {
-    {GPUCOLL_ALGO_AUTO, "auto"},         {GPUCOLL_ALGO_STAGED, "staged"},
-    {GPUCOLL_ALGO_ONE_SHOT, "one_shot"}, {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
-    {GPUCOLL_ALGO_RING, "ring"},         {GPUCOLL_ALGO_DIRECT, "direct"},
-    {GPUCOLL_ALGO_CHAIN, "chain"},       {GPUCOLL_ALGO_HIER, "hier"},
-    {GPUCOLL_ALGO_LEADER, "leader"},     {0, NULL},
+    {GPUCOLL_ALGO_AUTO, "auto"},
+    {GPUCOLL_ALGO_STAGED, "staged"},
+    {GPUCOLL_ALGO_ONE_SHOT, "one_shot"},
+    {GPUCOLL_ALGO_TWO_SHOT, "two_shot"},
+    {GPUCOLL_ALGO_RING, "ring"},
+    {GPUCOLL_ALGO_DIRECT, "direct"},
+    {GPUCOLL_ALGO_CHAIN, "chain"},
+    {GPUCOLL_ALGO_HIER, "hier"},
+    {GPUCOLL_ALGO_LEADER, "leader"},
+    {GPUCOLL_ALGO_ONE_KERNEL, "one_kernel"},
+    {0, NULL},
 };
 
 static const mca_base_var_enum_value_t gpucoll_inter_device_memory_values[] = {
@@ -162,7 +168,9 @@ static const gpucoll_param_t gpucoll_params[] = {
                             "over all peers; large), ring (neighbours only; PCIe) inside a "
                             "node; between nodes hier (intra reduce-scatter, inter allreduce "
                             "per local rank, intra allgather; equal ranks per node) or leader "
-                            "(through local rank 0 of every node)"),
+                            "(through local rank 0 of every node); one_kernel (small messages "
+                            "in one kernel launch per rank, see allreduce_one_kernel_max; "
+                            "where the communicator cannot take it, one_shot)"),
     GPUCOLL_ALGORITHM_PARAM(bcast, GPUCOLL_COLL_BCAST,
                             "direct (all read the root), chain (pipelined chain; large) inside "
                             "a node; between nodes auto picks hier (binomial tree among one "
@@ -234,6 +242,17 @@ static const gpucoll_param_t gpucoll_params[] = {
      "measured on a GPU). At most 256 MiB (larger values count as 256 MiB).",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.one_shot_max},
+    {"allreduce_one_kernel_max",
+     "Largest allreduce (bytes) that auto sends through the one-kernel path: one kernel per "
+     "rank copies its input into its one-shot slot, publishes a flag with a system-scope "
+     "release, waits for its peers' flags on the GPU and reduces all slots; the CPU launches "
+     "it and waits once. Taken on communicators of 2-8 ranks on one node whose ranks have a "
+     "GPU each or share one whose kernels run side by side (MPS; without it a waiting kernel "
+     "holds the GPU until its time slice ends), for element types up to 16 bytes; at most the "
+     "one-shot slot (allreduce_one_shot_max). 0 (default, until measured on a GPU): only when "
+     "allreduce_algorithm is one_kernel.",
+     MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.one_kernel_max},
     {"bcast_chain_min", "Smallest bcast (bytes) that auto sends through the pipelined chain.",
      MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.chain_min},

@@ -54,6 +54,11 @@
 #                    np GPUCOLL_BENCH_NP (default 2 4), one run each
 #                    (GPUCOLL_BENCH_REPEATS); the tables also land in
 #                    calibrate*.txt in the logs
+#   one-kernel       the one-kernel allreduce (small messages in one launch
+#                    per rank) against one-shot and staged, 8 B-256 KiB, np 2
+#                    and 4, results validated, device columns only; its
+#                    per-step table at 8 B; with MPS (mps-on) it runs, without
+#                    it a forced one_kernel must fall back (one line says which)
 #   all              every step above up to osu, in that order
 #   mps-on, mps-off  start / stop the MPS daemon for the steps that follow
 #                    (ranks sharing the GPU then run concurrently instead of
@@ -180,6 +185,20 @@ step_timeline() {
                     -T 10 2>&1 | grep -v '^# *[A-Za-z]' || rc=1
             done
         done
+    done
+    return $rc
+}
+
+step_one_kernel() {
+    local np rc=0
+    for np in ${GPUCOLL_BENCH_NP:-2 4}; do
+        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c allreduce -m "${GPUCOLL_BENCH_SIZES:-8:256K}" \
+            -r "${GPUCOLL_BENCH_REPEATS:-3}" -T 0.2 -a staged,one_shot,one_kernel -- -c || rc=1
+        echo "== one_kernel forced, np $np, 8 B, coll_gpucoll_timing"
+        timeout 90 mpirun -np "$np" --oversubscribe --mca coll_gpucoll_device cuda \
+            --mca coll_gpucoll_timing 1 --mca coll_gpucoll_allreduce_algorithm one_kernel \
+            --mca coll_gpucoll_verbose 1 "$B/perf/gpucoll_bench" allreduce -d cuda -m 8:8 \
+            -i 5000 -w 500 -T 10 -c 2>&1 | grep -v '^# *[A-Za-z]' | grep -v 'topology' || rc=1
     done
     return $rc
 }

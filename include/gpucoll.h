@@ -356,6 +356,11 @@ typedef enum gpucoll_algorithm {
                             one rank per node, then intra */
     GPUCOLL_ALGO_LEADER, /* allreduce, allgather: intra to local rank 0, inter among those
                             leaders, intra back (any number of ranks per node) */
+    /* One node again: */
+    GPUCOLL_ALGO_ONE_KERNEL, /* allreduce of small messages: one kernel per rank copies its
+                                input into its slot, publishes a flag, waits for its peers'
+                                flags on the GPU and reduces every slot (2-8 ranks; ranks
+                                sharing a GPU only where their kernels run side by side, MPS) */
     GPUCOLL_ALGO_COUNT
 } gpucoll_algorithm_t;
 
@@ -479,6 +484,10 @@ typedef struct gpucoll_comm_config {
      * host buffer under uniform_memory between nodes) cannot be told from a
      * late one, and this turns such a hang into a visible one. 0: never. */
     double wait_warning_s;
+    /* Allreduce: the one-kernel path (GPUCOLL_ALGO_ONE_KERNEL) up to this
+     * many bytes where the communicator can take it (0, the default: only
+     * when forced). At most the one-shot slot. */
+    size_t one_kernel_max_bytes;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

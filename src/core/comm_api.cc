@@ -140,7 +140,8 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     *config = gpucoll_comm_config_t{};
     for (auto& a : config->algorithm) a = GPUCOLL_ALGO_AUTO;
     config->uniform_memory = 0;
-    config->one_shot_max_bytes = 0;  // the backend's default (NodeComm::create)
+    config->one_shot_max_bytes = 0;    // the backend's default (NodeComm::create)
+    config->one_kernel_max_bytes = 0;  // forced only
     config->chain_min_bytes = size_t{8} << 20;
     config->chunk_bytes = size_t{1} << 20;
     config->ipc_cache_entries = 128;

@@ -117,6 +117,29 @@ public:
     virtual Status reached(uint64_t ticket, bool* done) = 0;
 };
 
+// One launch of a small allreduce (the one-kernel path, allreduce_one_kernel):
+// this rank copies `input` into its slot, publishes `word` in its flag
+// (after the slot's bytes, visible to peers), waits until every peer's flag
+// holds at least `word`, then reduces the `size` slots in rank order into
+// `output`. slots[p] and flags[p] are rank p's slot and flag as this process
+// addresses them (IPC-mapped; p == rank: its own). Words only grow, call
+// after call, so nothing is reset between calls; a rank that fails writes a
+// word past every step of its call into the waiting peers' flags
+// (NodeComm::fail, wait_stream), which ends their waits.
+struct OneKernelAllreduce {
+    static constexpr int kMaxRanks = 8;
+    const void* input = nullptr;
+    void* output = nullptr;
+    size_t count = 0;  // elements
+    gpucoll_dtype_t dtype = GPUCOLL_BYTE;
+    gpucoll_op_t op = GPUCOLL_OP_SUM;
+    int rank = 0;
+    int size = 0;
+    uint64_t word = 0;
+    char* slots[kMaxRanks] = {};
+    uint64_t* flags[kMaxRanks] = {};
+};
+
 // What DeviceScope restores: the thread's state before it was entered.
 struct DeviceBinding {
     uintptr_t previous = 0;  // backend-specific (CUDA: the previous context, maybe none)
@@ -159,6 +182,11 @@ public:
     // occupying the device's compute units (CUDA: stream memory operations),
     // so that processes sharing the GPU do not starve each other.
     virtual bool flags_without_compute(int ordinal) = 0;
+    // Whether kernels of the processes sharing GPU ordinal run at the same
+    // time (CUDA: MPS; without it their contexts take turns, and a kernel
+    // that waits for a peer's kernel waits a time slice or more), so that the
+    // one-kernel path may spin on its peers' flags there.
+    virtual bool kernels_concurrent(int ordinal) = 0;
     // Whether enqueueing work and checking markers beats issuing each copy
     // and reduction synchronously (a real GPU: yes; the emulated one, whose
     // worker threads compete with the polling ranks for the CPU: no).
@@ -232,6 +260,12 @@ public:
     // Work enqueued after it starts once *flag >= value.
     virtual Status wait_flag(const uint64_t* flag, uint64_t value, Stream* stream) = 0;
 
+    // --- one-kernel calls ------------------------------------------------------------
+    // Enqueues the whole of a small allreduce as one kernel on stream
+    // (OneKernelAllreduce). Errors: GPUCOLL_ERR_UNSUPPORTED for (dtype, op)
+    // that reduce() cannot do or elements over 16 bytes; the caller checks
+    // the slots are large enough.
+    virtual Status allreduce_one_kernel(const OneKernelAllreduce& call, Stream* stream) = 0;
     // --- IPC ---------------------------------------------------------------------
     // Export the allocation that starts at base (PointerInfo::base).
     virtual Status ipc_export(void* base, IpcHandle* handle) = 0;

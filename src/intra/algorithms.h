@@ -68,6 +68,7 @@ inline size_t rs_displ(const gpucoll_call_t& call, int p) {
 }
 
 Status allreduce_one_shot(CallContext& ctx);
+Status allreduce_one_kernel(CallContext& ctx);
 Status allreduce_two_shot(CallContext& ctx);
 Status allreduce_ring(CallContext& ctx);
 Status reduce_scatter_direct(CallContext& ctx);

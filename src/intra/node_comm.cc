@@ -75,6 +75,7 @@ struct Hello {
     int32_t pid;
     int32_t gpu_known;              // 1: gpu below is this rank's current device
     int32_t flags_without_compute;  // its stream flags occupy no compute units
+    int32_t kernels_concurrent;     // kernels of processes sharing its GPU run side by side
     GpuIdentity gpu;
     LayoutVote layout;
 };
@@ -97,6 +98,7 @@ Settings settings_of(const gpucoll_comm_config_t& c) {
     s.chunk_bytes = c.chunk_bytes;
     s.inter_chunk_bytes = c.inter_chunk_bytes;
     s.inter_direct_max_bytes = c.inter_direct_max_bytes;
+    s.one_kernel_max_bytes = c.one_kernel_max_bytes;
     return s;
 }
 
@@ -203,6 +205,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     if (ordinal >= 0 && comm->device_->gpu_identity(ordinal, &hello.gpu) == kSuccess) {
         hello.gpu_known = 1;
         hello.flags_without_compute = comm->device_->flags_without_compute(ordinal) ? 1 : 0;
+        hello.kernels_concurrent = comm->device_->kernels_concurrent(ordinal) ? 1 : 0;
     }
     // The topology's vote: this rank's GPU in the node's machine.
     std::string bus_id, topo_error;
@@ -245,6 +248,15 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     comm->gpu_shared_ = flags.gpu_shared;
     comm->pipelined_ = flags.device_flags || config.host_pipeline == 1 ||
                        (config.host_pipeline < 0 && comm->device_->prefers_async_work());
+    // The one-kernel path spins on its peers' flags inside a kernel: where
+    // ranks share a GPU, only if their kernels run side by side.
+    bool all_concurrent = true;
+    for (const Hello& h : all) all_concurrent = all_concurrent && h.kernels_concurrent != 0;
+    comm->one_kernel_wanted_ =
+        (config.one_kernel_max_bytes > 0 ||
+         config.algorithm[GPUCOLL_COLL_ALLREDUCE] == GPUCOLL_ALGO_ONE_KERNEL) &&
+        comm->size_ >= 2 && comm->size_ <= OneKernelAllreduce::kMaxRanks &&
+        (!flags.gpu_shared || all_concurrent);
     if (flags.fell_back && ordinal >= 0)
         comm->log(1,
                   "coll_gpucoll_flags device: ranks share a GPU without stream memory operations "
@@ -362,12 +374,14 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
     } mine{};
     const uint64_t zero_flags[kFlagBytes / sizeof(uint64_t)] = {};
     mine.none = ordinal_ < 0;
-    mine.ok = segment_ok &&
-              (ordinal_ < 0 ||
-               (scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
-                device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
-                cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
-                (!pipelined_ || device_->create_stream(&stream_) == kSuccess)));
+    mine.ok =
+        segment_ok &&
+        (ordinal_ < 0 ||
+         (scratch_.allocate(device_, kFlagBytes + 2 * scratch_slot_bytes_) == kSuccess &&
+          device_->memcpy(scratch_.data(), zero_flags, kFlagBytes, nullptr) == kSuccess &&
+          cache_->describe(device_, scratch_.data(), &mine.desc) == kSuccess &&
+          ((!pipelined_ && !one_kernel_wanted_) || device_->create_stream(&stream_) == kSuccess)));
+    one_kernel_ok_ = one_kernel_wanted_ && stream_ != nullptr;
     std::vector<Exported> all;
     GPUCOLL_TRY(bootstrap_allgather(bs, mine, &all));
     bool ok = true;
@@ -492,7 +506,8 @@ Status NodeComm::wait_stream(uint64_t seq) {
         bool complete = false;
         GPUCOLL_TRY(stream_->query(&complete));
         if (complete) return stream_->synchronize();
-        if (device_flags_ && !released && segment_.load_acquire(segment_.header().abort) == seq) {
+        if (kernels_wait_on_flags() && !released &&
+            segment_.load_acquire(segment_.header().abort) == seq) {
             for (int p = 0; p < size_; ++p)
                 if (p != rank_)
                     (void)device_->write_flag(flag(p), progress_word(seq, kStepDone), nullptr);
@@ -501,7 +516,7 @@ Status NodeComm::wait_stream(uint64_t seq) {
         if (spins % 16 == 0 && idle(watch)) {
             warn_waiting(false, "this rank's GPU work of call %llu%s",
                          static_cast<unsigned long long>(seq),
-                         device_flags_ ? " (it waits on the peers' steps)" : "");
+                         kernels_wait_on_flags() ? " (it waits on the peers' steps)" : "");
         }
         sched_yield();
     }
@@ -520,12 +535,14 @@ int NodeComm::fail(Status s, uint64_t seq) {
         // and so must the work still queued on our stream (it may wait on
         // peers that, in turn, wait on us). Host flags: the queued work must
         // end before we return, and steps not yet published never are.
-        if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
+        if (kernels_wait_on_flags())
+            device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
         wait_stream(seq);
         // Step writes still queued when we failed ran during the wait and
         // may have put a lower value over kStepDone: write it again, now
         // that nothing is queued behind it.
-        if (device_flags_) device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
+        if (kernels_wait_on_flags())
+            device_->write_flag(flag(rank_), progress_word(seq, kStepDone), nullptr);
         drop_pending_signals();
     }
     log(0 /* always */, "accelerated call %llu failed: %s; this communicator stages from now on",
@@ -1092,6 +1109,7 @@ void NodeComm::begin(Pending& op) {
                   : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
                                      &op.why, &model_table_);
     if (op.plan) op.why = op.plan->why;
+    if (!op.plan && hier_ == nullptr) op.algo = with_one_kernel(call, elem, op.algo, &op.why);
     selecting.stop();
     // Staged by size or configuration (the same decision on every rank that
     // looks at the call), or a rank that failed a call: decline.
@@ -1255,6 +1273,8 @@ std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) 
     plan->algo = elem == 0 ? GPUCOLL_ALGO_STAGED
                            : select_algorithm(plan->call, size_, elem, config_, scratch_slot_bytes_,
                                               ring_family_, &plan->why, &model_table_);
+    if (elem != 0 && hier_ == nullptr)
+        plan->algo = with_one_kernel(plan->call, elem, plan->algo, &plan->why);
     if (plan->algo == GPUCOLL_ALGO_STAGED || !call.eligible) return plan;
     // Describe the user's buffers once where that works as it is; anything
     // else (a copy of unexportable memory, an error every rank must learn

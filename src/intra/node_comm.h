@@ -40,7 +40,7 @@ struct Settings {
         thread_multiple, inter_bcast,
         progress_off;  // progress_thread 0: nonblocking calls between nodes are staged
     uint64_t one_shot_max_bytes, chain_min_bytes, chunk_bytes, inter_chunk_bytes,
-        inter_direct_max_bytes;
+        inter_direct_max_bytes, one_kernel_max_bytes;
     bool operator==(const Settings&) const = default;
 };
 Settings settings_of(const gpucoll_comm_config_t& c);
@@ -112,6 +112,10 @@ public:
     // such as transfers between nodes) and publishes its steps.
     Status drain();
     Status reduce(void* dst, const void* const* srcs, int nsrc, size_t count, size_t peer_srcs);
+    // The whole call as one kernel (the one-kernel path): enqueued on the
+    // communicator's stream and waited for here where the call is not
+    // pipelined; an error where a peer failed the call meanwhile.
+    Status one_kernel(const OneKernelAllreduce& call);
 
     // Room for one pointer per rank, owned by the communicator and reused by
     // every call (no allocation per call).
@@ -271,6 +275,18 @@ public:
     // Drops what was not published (after a failure).
     void drop_pending_signals() { pending_signals_.clear(); }
     static constexpr size_t kFlagBytes = 256;
+    // Whether this allreduce can go through the one-kernel path here: the
+    // communicator took it at setup (2-8 ranks, a stream, kernels of ranks
+    // sharing a GPU side by side) and the call fits a slot.
+    bool one_kernel_usable(const gpucoll_call_t& call, size_t elem) const;
+    // The selection's choice with the one-kernel path: taken for a one-shot
+    // call up to one_kernel_max_bytes where usable; a forced one_kernel that
+    // is not usable falls back to what auto would run.
+    gpucoll_algorithm_t with_one_kernel(const gpucoll_call_t& call, size_t elem,
+                                        gpucoll_algorithm_t chosen, const char** why) const;
+    // Whether kernels may wait on the flags in device memory: device flags,
+    // or the one-kernel path. A failure then writes them (fail, wait_stream).
+    bool kernels_wait_on_flags() const { return device_flags_ || one_kernel_ok_; }
 
     DeviceBuffer& temp() { return temp_; }      // posted when an algorithm needs it
     DeviceBuffer& result() { return result_; }  // local only (in-place results)
@@ -479,6 +495,8 @@ private:
     bool device_flags_ = false;
     bool gpu_shared_ = false;
     bool pipelined_ = false;
+    bool one_kernel_wanted_ = false;  // configured, and the ranks' GPUs allow it
+    bool one_kernel_ok_ = false;      // ... and the stream it runs on exists
     // From the topology (node_layout.h): the ranks in ring order, each
     // rank's position in it, and whether the links call for ring algorithms.
     std::vector<int> ring_, ring_pos_;

@@ -31,6 +31,9 @@ const Algorithm kAlgorithms[] = {
     {GPUCOLL_COLL_ALLGATHER, GPUCOLL_ALGO_RING, allgather_ring, nullptr, false, true, false},
     {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_DIRECT, bcast_direct, nullptr, false, true, false},
     {GPUCOLL_COLL_BCAST, GPUCOLL_ALGO_CHAIN, bcast_chain, nullptr, false, true, false},
+    // Where NodeComm::one_kernel_usable says the communicator can take it.
+    {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_KERNEL, allreduce_one_kernel, nullptr, false, false,
+     false},
     // Communicators that span nodes only (algo/select_hierarchical.cc).
     {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_HIER, algo::allreduce_hier, nullptr, false, true, false},
     {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_LEADER, algo::allreduce_leader, nullptr, false, true,
@@ -50,8 +53,9 @@ bool between_nodes(gpucoll_algorithm_t id) {
     return id == GPUCOLL_ALGO_HIER || id == GPUCOLL_ALGO_LEADER;
 }
 
-constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {
-    "auto", "staged", "one_shot", "two_shot", "ring", "direct", "chain", "hier", "leader"};
+constexpr const char* kNames[GPUCOLL_ALGO_COUNT] = {"auto",   "staged",    "one_shot", "two_shot",
+                                                    "ring",   "direct",    "chain",    "hier",
+                                                    "leader", "one_kernel"};
 
 }  // namespace
 

@@ -734,3 +734,77 @@ TEST_P(DeviceConformance, IpcExportImportWithinProcess) {
     mapping.reset();
     EXPECT_TRUE(download(d.get(), ints.size()) == ints);  // the original stays valid
 }
+
+// ---- the one-kernel allreduce ----------------------------------------------------------
+
+// Ranks as streams of one process: each stream runs its rank's kernel, which
+// waits inside for the others' words (on a GPU the kernels run side by
+// side). Every rank's output is the rank-order reduction of all inputs;
+// words grow call after call, so an earlier call's word never passes a wait;
+// an output at an odd address is written byte by byte.
+TEST_P(DeviceConformance, OneKernelAllreduceAcrossStreams) {
+    constexpr size_t kCount = 333, kSlot = 8192, kFlagStride = 256;
+    const gpucoll_dtype_t dtypes[] = {GPUCOLL_FLOAT, GPUCOLL_DOUBLE,           GPUCOLL_INT8,
+                                      GPUCOLL_INT64, GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_BOOL};
+    const gpucoll_op_t ops[] = {GPUCOLL_OP_SUM, GPUCOLL_OP_MAX, GPUCOLL_OP_BXOR, GPUCOLL_OP_LAND};
+    uint64_t word = 0;
+    for (int n : {2, 3, 4}) {
+        SCOPED_TRACE("ranks " + std::to_string(n));
+        conformance::DeviceMemory flags(dev_.get(), kFlagStride * size_t(n)),
+            slots(dev_.get(), kSlot * size_t(n)), in(dev_.get(), kSlot * size_t(n)),
+            out(dev_.get(), (kSlot + 16) * size_t(n));
+        ASSERT_DEV_OK(flags.status());
+        ASSERT_DEV_OK(slots.status());
+        ASSERT_DEV_OK(in.status());
+        ASSERT_DEV_OK(out.status());
+        const std::vector<unsigned char> zeros(kFlagStride * size_t(n), 0);
+        upload(flags.get(), zeros.data(), zeros.size());
+        std::vector<std::unique_ptr<gpucoll::Stream>> streams(static_cast<size_t>(n));
+        for (auto& s : streams) ASSERT_DEV_OK(dev_->create_stream(&s));
+        for (gpucoll_dtype_t d : dtypes) {
+            for (gpucoll_op_t op : ops) {
+                if (!reference::mpi_defines(d, op)) continue;
+                SCOPED_TRACE(std::string(reference::dtype_label(d)) + " " +
+                             reference::op_label(op));
+                const size_t elem = reference::element_size(d), bytes = kCount * elem;
+                std::vector<std::vector<unsigned char>> inputs;
+                std::vector<const void*> input_ptrs;
+                for (int r = 0; r < n; ++r) {
+                    inputs.push_back(reference::make_input(d, r, kCount));
+                    upload(in.get() + kSlot * size_t(r), inputs.back().data(), bytes);
+                }
+                for (auto& i : inputs) input_ptrs.push_back(i.data());
+                ++word;
+                const size_t odd = word % 2;  // every other call: outputs at odd addresses
+                for (int r = 0; r < n; ++r) {
+                    gpucoll::OneKernelAllreduce k;
+                    k.input = in.get() + kSlot * size_t(r);
+                    k.output = out.get() + (kSlot + 16) * size_t(r) + odd;
+                    k.count = kCount;
+                    k.dtype = d;
+                    k.op = op;
+                    k.rank = r;
+                    k.size = n;
+                    k.word = word;
+                    for (int p = 0; p < n; ++p) {
+                        k.slots[p] = reinterpret_cast<char*>(slots.get() + kSlot * size_t(p));
+                        k.flags[p] =
+                            reinterpret_cast<uint64_t*>(flags.get() + kFlagStride * size_t(p));
+                    }
+                    ASSERT_DEV_OK(dev_->allreduce_one_kernel(k, streams[size_t(r)].get()));
+                }
+                for (auto& s : streams) ASSERT_DEV_OK(s->synchronize());
+                std::vector<unsigned char> expected(bytes);
+                reference::reduce(d, op, input_ptrs, kCount, expected.data());
+                for (int r = 0; r < n; ++r) {
+                    const auto got = download(out.get() + (kSlot + 16) * size_t(r) + odd, bytes);
+                    ASSERT_EQ(reference::compare(d, expected.data(), got.data(), kCount), "")
+                        << "rank " << r;
+                }
+            }
+        }
+    }
+    // Without a stream the kernel would wait on the legacy stream: refused.
+    gpucoll::OneKernelAllreduce k;
+    EXPECT_EQ(dev_->allreduce_one_kernel(k, nullptr), GPUCOLL_ERR_INVALID_ARG);
+}

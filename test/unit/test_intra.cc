@@ -175,6 +175,16 @@ TEST_P(IntraAlgorithms, MatchesReference) {
                 upload(recv, init);
             }
         }
+        // The one-kernel path where it can run (2-8 ranks): taken, not the
+        // fallback (every rank ran the same algorithm; the counters are the
+        // process's).
+        if (fail.empty() && c.algo == GPUCOLL_ALGO_ONE_KERNEL) {
+            gpucoll_counters_t counters;
+            gpucoll_counters_get(&counters);
+            const std::string want = n >= 2 ? "one_kernel" : "one_shot";
+            if (counters.last_algorithm != want)
+                fail = "ran " + std::string(counters.last_algorithm) + ", not " + want;
+        }
         bs.barrier(bs.ctx);  // as MPI_Comm_free: nobody reads our buffers any more
         gpucoll_free_device(send);
         gpucoll_free_device(recv);
@@ -187,6 +197,7 @@ std::vector<Case> all_cases() {
         {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_SHOT, true},
         {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_TWO_SHOT, true},
         {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_RING, true},
+        {GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_KERNEL, true},
         {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_DIRECT, true},
         {GPUCOLL_COLL_REDUCE_SCATTER_BLOCK, GPUCOLL_ALGO_RING, true},
         {GPUCOLL_COLL_REDUCE, GPUCOLL_ALGO_DIRECT, true},
@@ -498,6 +509,86 @@ TEST(IntraTiming, StepsOfAcceleratedCallsAreCounted) {
 }
 
 }  // namespace
+
+// The one-kernel path, a rank waiting inside the kernel for a peer that never
+// publishes its word: the host says so after wait_warning_s (no silent
+// hang); then the call is aborted, by the peer's fail() (its flag written past
+// every step) or by the abort word alone (a peer that could not write its
+// flag: the waiting rank's host writes the peers' flags), and the kernel
+// ends. Words keep growing: a later word never reads as an earlier one.
+namespace one_kernel {
+std::mutex g_log_mutex;
+std::string g_log;
+void capture(int, const char* message) {
+    std::lock_guard lock(g_log_mutex);
+    g_log += message;
+    g_log += '\n';
+}
+}  // namespace one_kernel
+
+TEST(IntraFailure, OneKernelWaitEndsWhenThePeerFails) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0) << gpucoll_last_error();
+    one_kernel::g_log.clear();
+    for (const bool by_fail : {true, false}) {
+        on_thread_ranks(2, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+            gpucoll_comm_config_t cfg;
+            gpucoll_comm_config_init(&cfg);
+            cfg.one_kernel_max_bytes = 4096;
+            cfg.wait_warning_s = 0.2;
+            cfg.log = one_kernel::capture;
+            std::unique_ptr<gpucoll::intra::NodeComm> comm;
+            if (gpucoll::intra::NodeComm::create(bs, cfg, &comm) != GPUCOLL_SUCCESS || !comm) {
+                fail = std::string("create: ") + gpucoll_last_error();
+                return;
+            }
+            if (comm->stream() == nullptr || !comm->kernels_wait_on_flags()) {
+                fail = "the one-kernel path was not set up";
+                return;
+            }
+            const uint64_t seq = 1;
+            bs.barrier(bs.ctx);
+            if (rank == 0) {
+                const size_t count = 16;
+                void* buf = dalloc(count * sizeof(float));
+                upload(buf, std::vector<float>(count, 1.0f));
+                gpucoll::OneKernelAllreduce k;
+                k.input = k.output = buf;
+                k.count = count;
+                k.dtype = GPUCOLL_FLOAT;
+                k.op = GPUCOLL_OP_SUM;
+                k.rank = 0;
+                k.size = 2;
+                k.word = gpucoll::intra::progress_word(seq, 1);
+                for (int p = 0; p < 2; ++p) {
+                    k.slots[p] = comm->scratch_slot(p, seq);
+                    k.flags[p] = comm->flag(p);
+                }
+                if (comm->device()->allreduce_one_kernel(k, comm->stream()) != GPUCOLL_SUCCESS)
+                    fail = std::string("launch: ") + gpucoll_last_error();
+                else if (comm->wait_stream(seq) != GPUCOLL_SUCCESS)  // ends once rank 1 failed
+                    fail = std::string("wait: ") + gpucoll_last_error();
+                else if (!comm->aborted())
+                    fail = "the kernel ended before the peer failed";
+                gpucoll_free_device(buf);
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(600));
+                if (by_fail) {
+                    comm->fail(gpucoll::set_error(GPUCOLL_ERR_INTERNAL, "injected by the test"),
+                               seq);
+                } else {  // the abort word only: rank 0's host releases its own kernel
+                    uint64_t none = 0;
+                    comm->segment().header().abort.compare_exchange_strong(none, seq);
+                }
+            }
+            bs.barrier(bs.ctx);
+        });
+    }
+    EXPECT_NE(one_kernel::g_log.find("GPU work of call 1 (it waits on the peers' steps)"),
+              std::string::npos)
+        << one_kernel::g_log;
+    using gpucoll::intra::progress_word;
+    EXPECT_GT(progress_word(2, 1), progress_word(1, gpucoll::intra::kStepDone));
+}
 
 // Device flags, a rank failing with a step write still queued on its stream:
 // fail() releases the peers with kStepDone written at once, then drains the

@@ -35,6 +35,7 @@
 
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_flags.h"
+#include "device/cuda/cuda_one_kernel.h"
 #include "device/cuda/cuda_pool.h"
 #include "device/cuda/cuda_reduce.h"
 #include "device/device.h"
@@ -503,6 +504,8 @@ public:
     }
     bool flags_without_compute(int ordinal) override;
     bool prefers_async_work() const override { return true; }
+    bool kernels_concurrent(int ordinal) override;
+    Status allreduce_one_kernel(const OneKernelAllreduce& call, Stream* stream) override;
     // An eighth of the current device's memory (1 GiB if it cannot be read).
     // Asked of the driver: a communicator set up before the application
     // chose its GPU must create no context (device management calls of the
@@ -895,6 +898,24 @@ Status CudaDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t c
 // front end waits; no SM is occupied, so ranks sharing a GPU do not starve
 // each other), else one-thread kernels (cuda_flags.cu). Without a stream they
 // run on the legacy default stream of the current device and are waited for.
+// MPS: the contexts of the processes on the GPU share it, their kernels run
+// side by side. Without it they take turns (time slices).
+bool CudaDevice::kernels_concurrent(int ordinal) {
+    if (valid_ordinal(ordinal) != kSuccess) return false;
+    int mps = 0;
+    return cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal) == cudaSuccess && mps == 1;
+}
+
+Status CudaDevice::allreduce_one_kernel(const OneKernelAllreduce& call, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    if (cuda_stream == nullptr)  // a spinning kernel on the legacy stream would block the others
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "one-kernel allreduce needs a stream");
+    ScopedDevice on_device;
+    GPUCOLL_TRY(on_device.enter(cuda_stream->device()));
+    return launch_allreduce_one_kernel(call, cuda_stream->handle());
+}
+
 Status CudaDevice::write_flag(uint64_t* flag, uint64_t value, Stream* stream) {
     return flag_op(flag, value, stream, /*write=*/true);
 }

@@ -53,6 +53,8 @@ EmuDevice::EmuDevice() : memory_(EmuMemory::create()) {
         fail_copy_bytes_ = std::strtoull(v, nullptr, 10);
     if (const char* v = std::getenv("GPUCOLL_EMU_OVERSTATE_BYTES"))
         overstate_bytes_ = std::strtoull(v, nullptr, 10);
+    if (const char* v = std::getenv("GPUCOLL_EMU_SERIAL_KERNELS"))
+        serial_kernels_ = std::strcmp(v, "1") == 0;
     if (const char* v = std::getenv("GPUCOLL_EMU_DEVICES")) {
         const long n = std::strtol(v, nullptr, 10);
         devices_ = n >= 1 && n <= 16 ? static_cast<int>(n) : 1;
@@ -350,6 +352,54 @@ Status EmuDevice::reduce(void* dst, const void* const* srcs, int nsrc, size_t co
     }
     return submit(emu_stream, [out, in = std::move(in), count, dtype, op] {
         return emu_reduce(out, in.data(), static_cast<int>(in.size()), count, dtype, op);
+    });
+}
+
+// The CUDA kernel's protocol (cuda_one_kernel.cu) on the stream's worker:
+// the copy into this rank's slot, the release of the word, the acquire of
+// every peer's, the reduction of all slots in rank order.
+Status EmuDevice::allreduce_one_kernel(const OneKernelAllreduce& c, Stream* stream) {
+    EmuStream* emu_stream = nullptr;
+    GPUCOLL_TRY(as_emu_stream(stream, &emu_stream));
+    if (emu_stream == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "one-kernel allreduce needs a stream");
+    if (c.size < 1 || c.size > OneKernelAllreduce::kMaxRanks || c.rank < 0 || c.rank >= c.size)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "one-kernel allreduce: rank %d of %d ranks",
+                         c.rank, c.size);
+    if (!reduce::op_valid(c.dtype, c.op) || reduce::dtype_size(c.dtype) > 16)
+        return set_error(GPUCOLL_ERR_UNSUPPORTED, "one-kernel allreduce: no kernel for %s on %s",
+                         gpucoll_op_name(c.op), gpucoll_dtype_name(c.dtype));
+    const size_t bytes = c.count * reduce::dtype_size(c.dtype);
+    struct Views {
+        void* in;
+        void* out;
+        const void* slots[OneKernelAllreduce::kMaxRanks];
+        uint64_t* flags[OneKernelAllreduce::kMaxRanks];
+    } v{};
+    if (bytes != 0) {
+        GPUCOLL_TRY(memory_->translate(c.input, bytes, &v.in));
+        GPUCOLL_TRY(memory_->translate(c.output, bytes, &v.out));
+    }
+    for (int p = 0; p < c.size; ++p) {
+        void* view = nullptr;
+        if (bytes != 0) {
+            GPUCOLL_TRY(memory_->translate(c.slots[p], bytes, &view));
+            v.slots[p] = view;
+        }
+        GPUCOLL_TRY(memory_->translate(c.flags[p], sizeof(uint64_t), &view));
+        v.flags[p] = static_cast<uint64_t*>(view);
+    }
+    return submit(emu_stream, [v, c, bytes] {
+        if (bytes != 0) std::memmove(const_cast<void*>(v.slots[c.rank]), v.in, bytes);
+        std::atomic_ref<uint64_t>(*v.flags[c.rank]).store(c.word, std::memory_order_release);
+        for (int p = 0; p < c.size; ++p) {
+            if (p == c.rank) continue;
+            std::atomic_ref<uint64_t> word(*v.flags[p]);
+            for (unsigned spins = 0; word.load(std::memory_order_acquire) < c.word; ++spins)
+                if (spins > 64) std::this_thread::yield();
+        }
+        if (bytes == 0) return kSuccess;
+        return emu_reduce(v.out, v.slots, c.size, c.count, c.dtype, c.op);
     });
 }
 

@@ -39,6 +39,10 @@ public:
     }
     bool flags_without_compute(int) override { return true; }   // a worker thread waits
     bool prefers_async_work() const override { return false; }  // measured: slower on the VM
+    // Worker threads: side by side, unless GPUCOLL_EMU_SERIAL_KERNELS=1 says
+    // otherwise (a testing aid: a shared GPU without MPS).
+    bool kernels_concurrent(int) override { return !serial_kernels_; }
+    Status allreduce_one_kernel(const OneKernelAllreduce& call, Stream* stream) override;
     size_t ipc_cache_default_bytes() override { return size_t{1} << 30; }
 
     Status enter_device(int ordinal, DeviceBinding* saved) override;
@@ -94,6 +98,7 @@ private:
     // GPUCOLL_EMU_OVERSTATE_BYTES: query() reports every allocation this
     // many bytes larger than it is (a peer that lies about its buffers).
     size_t overstate_bytes_ = 0;
+    bool serial_kernels_ = false;  // GPUCOLL_EMU_SERIAL_KERNELS
 };
 
 }  // namespace gpucoll

@@ -323,8 +323,10 @@ static const gpucoll_param_t gpucoll_params[] = {
     {"nvlink_file",
      "The NVLinks of the machine given by coll_gpucoll_topology_file (NVML describes the "
      "machine gpucoll runs on, not the file's): lines 'nvlink BUSID PEER N', PEER another GPU's "
-     "PCI bus id or 'nvswitch', '#' comments. Without it the file's GPUs have no NVLinks (a "
-     "file without any statement is an error, reported like an unreadable one).",
+     "PCI bus id or 'nvswitch', '#' comments (a file without any statement is an error, "
+     "reported like an unreadable one). Without it, the NVLinks the XML file records are used: "
+     "hwloc's NVLinkBandwidth distances, which lstopo writes where hwloc has NVML (a DGX's "
+     "GPUs and NVSwitches, an IBM POWER node's GPU pairs); a file without them has none.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.nvlink_file},
     {"rails",

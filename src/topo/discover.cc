@@ -1,7 +1,9 @@
 // discover.cc - a Machine from hwloc: this machine, or an hwloc XML file
 // that describes another one. GPUs are NVIDIA display/3D controllers; NICs
 // are network controllers with an OpenFabrics or network OS device. NVLinks
-// come from NVML, or from a description file where NVML is absent.
+// come from a description file where one is given, else from the hwloc
+// topology's NVLinkBandwidth distances (what hwloc's NVML backend records,
+// also in the XML files lstopo writes), else from NVML on this machine.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,26 @@
 #endif
 
 namespace gpucoll::topo {
+
+namespace {
+
+// One entry of hwloc's NVLinkBandwidth matrix between a GPU and another GPU
+// or an NVSwitch, as PCI bus ids (to_switch: the peer is a switch).
+struct HwlocLink {
+    std::string from, to;
+    bool to_switch = false;
+    int links = 0;
+};
+
+// hwloc's NVML backend records each pair's bandwidth as links x the per-link
+// bandwidth of the NVLink version (MB/s): 20000 for NVLink 1, 25000 after.
+int links_of_bandwidth(uint64_t mbps) {
+    if (mbps == 0) return 0;
+    const uint64_t per = mbps % 25000 == 0 ? 25000 : mbps % 20000 == 0 ? 20000 : 25000;
+    return static_cast<int>(std::max<uint64_t>(1, (mbps + per / 2) / per));
+}
+
+}  // namespace
 
 int Machine::gpu_by_bus_id(const std::string& bus_id) const {
     const std::string want = normalize_bus_id(bus_id);
@@ -175,9 +197,53 @@ private:
     Machine* m_;
 };
 
+// The PCI device a matrix object stands for: a GPU's OS device (nvml0) is
+// its GPU; a PCI device is itself; anything else (the NVLink ports of a
+// POWER CPU, recorded as its Package) is not a device here.
+hwloc_obj_t pci_of(hwloc_obj_t o) {
+    if (o != nullptr && o->type == HWLOC_OBJ_OS_DEVICE) o = o->parent;
+    return o != nullptr && o->type == HWLOC_OBJ_PCI_DEVICE ? o : nullptr;
+}
+
+bool is_nvswitch(hwloc_obj_t pci) {
+    if (pci->subtype != nullptr && std::strcmp(pci->subtype, "NVSwitch") == 0) return true;
+    const PciAttr& p = pci->attr->pcidev;
+    return p.vendor_id == kNvidia && p.class_id == 0x0680;  // "other bridge": NVSwitch
+}
+
+// The NVLinks hwloc recorded (distances named NVLinkBandwidth: GPUs, and
+// NVSwitches or CPU ports, values in MB/s from row to column). Links to
+// CPUs are left out: gpucoll moves data between GPUs.
+void read_nvlink_distances(hwloc_topology_t t, std::vector<HwlocLink>* out) {
+#if HWLOC_API_VERSION >= 0x00020100
+    unsigned nr = 1;
+    hwloc_distances_s* d = nullptr;
+    if (hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0 ||
+        d == nullptr)
+        return;
+    const unsigned n = d->nbobjs;
+    for (unsigned i = 0; i < n; ++i) {
+        hwloc_obj_t a = pci_of(d->objs[i]);
+        if (a == nullptr || !is_nvidia_gpu(a->attr->pcidev)) continue;
+        for (unsigned j = 0; j < n; ++j) {
+            hwloc_obj_t b = pci_of(d->objs[j]);
+            if (i == j || b == nullptr) continue;
+            const int links = links_of_bandwidth(d->values[size_t(i) * n + j]);
+            const bool sw = is_nvswitch(b);
+            if (links == 0 || (!sw && !is_nvidia_gpu(b->attr->pcidev))) continue;
+            out->push_back({bus_id_of(a->attr->pcidev), bus_id_of(b->attr->pcidev), sw, links});
+        }
+    }
+    hwloc_distances_release(t, d);
+#else
+    (void)t;
+    (void)out;
+#endif
+}
+
 }  // namespace
 
-static Status discover_hwloc(const Sources& sources, Machine* m) {
+static Status discover_hwloc(const Sources& sources, Machine* m, std::vector<HwlocLink>* nvlinks) {
     HwlocTopology topo;
     if (hwloc_topology_init(&topo.t) != 0)
         return set_error(GPUCOLL_ERR_SYSTEM, "hwloc_topology_init failed");
@@ -202,12 +268,13 @@ static Status discover_hwloc(const Sources& sources, Machine* m) {
     m->pus = hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU);
     std::vector<int> chain;
     Walker(topo.t, m).walk(hwloc_get_root_obj(topo.t), chain);
+    read_nvlink_distances(topo.t, nvlinks);
     return kSuccess;
 }
 
 #else
 
-static Status discover_hwloc(const Sources& sources, Machine* m) {
+static Status discover_hwloc(const Sources& sources, Machine* m, std::vector<HwlocLink>*) {
     if (!sources.xml_file.empty())
         return set_error(GPUCOLL_ERR_UNSUPPORTED,
                          "cannot read '%s': gpucoll was built without hwloc (Debian: apt-get "
@@ -245,7 +312,8 @@ static Status check_bus_ids_unique(const Machine& m) {
 
 Status discover(const Sources& sources, Machine* out) {
     Machine m;
-    GPUCOLL_TRY(discover_hwloc(sources, &m));
+    std::vector<HwlocLink> hwloc_links;
+    GPUCOLL_TRY(discover_hwloc(sources, &m, &hwloc_links));
     auto by_bus = [](const PciDevice& a, const PciDevice& b) { return a.bus_id < b.bus_id; };
     std::sort(m.gpus.begin(), m.gpus.end(), by_bus);
     std::sort(m.nics.begin(), m.nics.end(), by_bus);
@@ -254,15 +322,35 @@ Status discover(const Sources& sources, Machine* out) {
     // A file given to us describes another machine: NVML would describe this
     // one. (HWLOC_XMLFILE is often this machine, exported to save time.)
     const bool from_file = !sources.xml_file.empty();
+    // hwloc's record: the file's machine (NVML would describe this one), or
+    // this machine's where NVML cannot be asked.
+    auto use_hwloc_links = [&] {
+        for (const HwlocLink& l : hwloc_links) {
+            const int a = m.gpu_by_bus_id(l.from), b = l.to_switch ? -1 : m.gpu_by_bus_id(l.to);
+            if (a < 0 || (!l.to_switch && b < 0)) continue;
+            if (l.to_switch)
+                m.links[size_t(a)].to_switch += l.links;
+            else
+                m.links[size_t(a)].to_gpu[b] = l.links;
+        }
+        m.links_source = "the NVLinkBandwidth distances of " + m.source;
+    };
     if (!sources.links_file.empty()) {
         GPUCOLL_TRY(load_links_file(sources.links_file, &m));
+    } else if (from_file && !hwloc_links.empty()) {
+        use_hwloc_links();
     } else if (from_file) {
         // A machine described by a file: NVML would describe this one.
-        m.links_source = "none (no NVLink description given with the XML file)";
+        m.links_source =
+            "none (the XML file records no NVLinkBandwidth distances, and no NVLink "
+            "description was given with it)";
     } else {
         std::string why;
         if (!query_nvml_links(&m, &why)) {
-            m.links_source = "none (" + why + ")";
+            if (!hwloc_links.empty())
+                use_hwloc_links();
+            else
+                m.links_source = "none (" + why + ")";
         }
     }
     if (m.gpus.empty()) m.notes.push_back("no NVIDIA GPU found");

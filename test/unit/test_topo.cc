@@ -282,6 +282,162 @@ TEST(TopoFixture, DuplicateBusIdsAreAnError) {
     std::remove(file.c_str());
 }
 
+// NVLinks as hwloc records them: a distances matrix named NVLinkBandwidth
+// (hwloc's NVML backend; lstopo writes it into the XML file as
+// distances2hetero), between GPUs' OS devices, NVSwitches (PCI devices) and
+// CPU NVLink ports (Packages), in MB/s: links x 20000 (NVLink 1) or 25000.
+namespace hwloc_links {
+
+// The gp_index of the object whose line holds marker.
+std::string gp_of(const std::string& xml, const std::string& marker) {
+    const size_t at = xml.find(marker);
+    EXPECT_NE(at, std::string::npos) << marker;
+    const size_t line = xml.rfind('\n', at) + 1;
+    const size_t gp = xml.find("gp_index=\"", line) + 10;
+    return xml.substr(gp, xml.find('"', gp) - gp);
+}
+
+std::string read(const char* name) {
+    std::ifstream in(fixture(name));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The fixture xml with a NVLinkBandwidth matrix over objs ("OSDev:25", ...)
+// of values (row major, MB/s from row to column), as lstopo writes it.
+std::string with_matrix(std::string xml, const std::vector<std::string>& objs,
+                        const std::vector<uint64_t>& values) {
+    std::string idx, val;
+    for (const std::string& o : objs) idx += o + " ";
+    for (uint64_t v : values) val += std::to_string(v) + " ";
+    const std::string section =
+        "  <distances2hetero nbobjs=\"" + std::to_string(objs.size()) +
+        "\" kind=\"25\" name=\"NVLinkBandwidth\">\n    <indexes length=\"" +
+        std::to_string(idx.size()) + "\">" + idx + "</indexes>\n    <u64values length=\"" +
+        std::to_string(val.size()) + "\">" + val + "</u64values>\n  </distances2hetero>\n";
+    xml.insert(xml.rfind("</topology>"), section);
+    return xml;
+}
+
+Machine discover_text(const std::string& xml, const char* links = nullptr) {
+    const std::string file = write_temp(xml);
+    Sources s;
+    s.xml_file = file;
+    if (links != nullptr) s.links_file = fixture(links);
+    Machine m;
+    EXPECT_EQ(discover(s, &m), gpucoll::kSuccess) << gpucoll::last_error();
+    std::remove(file.c_str());
+    return m;
+}
+
+}  // namespace hwloc_links
+
+// An NVSwitch machine: every GPU's 18 links go to 4 switches (5, 4, 4, 5),
+// none to another GPU; the four switches here are the fixture's first four
+// NICs made NVSwitches (NVIDIA class 0680, as hwloc sees one). The same
+// machine as dgx_h100.nvlinks describes.
+TEST(TopoHwlocLinks, NvswitchMachineFromTheXmlFile) {
+    using namespace hwloc_links;
+    std::string xml = read("dgx_h100.xml");
+    std::vector<std::string> objs;
+    for (int g = 0; g < 8; ++g)
+        objs.push_back("OSDev:" + gp_of(xml, "name=\"cuda" + std::to_string(g) + "\""));
+    for (int s = 0; s < 4; ++s) {
+        const std::string nic = "name=\"mlx5_" + std::to_string(s) + "\"";
+        // The NIC's PCI device is the line above its first OS device.
+        const size_t os = xml.find(nic);
+        const size_t pci = xml.rfind("type=\"PCIDev\"", os);
+        const size_t type = xml.find("pci_type=\"", pci) + 10;
+        xml.replace(type, 4, "0680");
+        const size_t vendor = xml.find('[', type) + 1;
+        xml.replace(vendor, 4, "10de");
+        objs.push_back("PCIDev:" + xml.substr(xml.find("gp_index=\"", pci) + 10,
+                                              xml.find('"', xml.find("gp_index=\"", pci) + 10) -
+                                                  xml.find("gp_index=\"", pci) - 10));
+    }
+    const size_t n = objs.size();
+    std::vector<uint64_t> values(n * n, 0);
+    const int per_switch[4] = {5, 4, 4, 5};
+    for (size_t i = 0; i < n; ++i) values[i * n + i] = 1000000;  // itself: what hwloc writes
+    for (size_t g = 0; g < 8; ++g)
+        for (size_t s = 0; s < 4; ++s) {
+            values[g * n + 8 + s] = uint64_t(per_switch[s]) * 25000;
+            values[(8 + s) * n + g] = uint64_t(per_switch[s]) * 25000;
+        }
+    const Machine m = discover_text(with_matrix(xml, objs, values));
+    ASSERT_EQ(m.gpus.size(), 8u);
+    for (int a = 0; a < 8; ++a) {
+        EXPECT_EQ(m.links[size_t(a)].to_switch, 18) << "GPU" << a;
+        EXPECT_TRUE(m.links[size_t(a)].to_gpu.empty()) << "GPU" << a;
+        for (int b = 0; b < 8; ++b) EXPECT_EQ(conn(m, a, b), a == b ? "X" : "NV18");
+    }
+    EXPECT_NE(m.links_source.find("NVLinkBandwidth"), std::string::npos) << m.links_source;
+    EXPECT_EQ(choose_layout(m, one_rank_per_gpu(m)).family, Family::DIRECT);
+    // A description file still wins over what the XML records.
+    const Machine described = discover_text(with_matrix(xml, objs, values), "dgx_h100.nvlinks");
+    EXPECT_NE(described.links_source.find("dgx_h100.nvlinks"), std::string::npos);
+}
+
+// GPU pairs joined straight (NVLink 1: 20000 MB/s a link, two links: 40000)
+// and to their CPU's NVLink ports (a Package in the matrix): the pairs are
+// NVLink peers, the CPU links are left out, as on an IBM POWER8 node.
+TEST(TopoHwlocLinks, GpuPairsAndCpuPortsFromTheXmlFile) {
+    using namespace hwloc_links;
+    const std::string xml = read("two_socket.xml");
+    std::vector<std::string> objs;
+    for (int g = 0; g < 4; ++g)
+        objs.push_back("OSDev:" + gp_of(xml, "name=\"cuda" + std::to_string(g) + "\""));
+    objs.push_back("Package:" + gp_of(xml, "type=\"Package\" os_index=\"0\""));
+    objs.push_back("Package:" + gp_of(xml, "type=\"Package\" os_index=\"1\""));
+    const size_t n = objs.size();
+    std::vector<uint64_t> values(n * n, 0);
+    auto link = [&](size_t a, size_t b, uint64_t v) { values[a * n + b] = values[b * n + a] = v; };
+    for (size_t i = 0; i < n; ++i) values[i * n + i] = 1000000;
+    link(0, 1, 40000);
+    link(2, 3, 40000);
+    link(0, 4, 40000);
+    link(1, 4, 40000);
+    link(2, 5, 40000);
+    link(3, 5, 40000);
+    const Machine m = discover_text(with_matrix(xml, objs, values));
+    ASSERT_EQ(m.gpus.size(), 4u);
+    EXPECT_EQ(conn(m, 0, 1), "NV2");
+    EXPECT_EQ(conn(m, 2, 3), "NV2");
+    EXPECT_EQ(conn(m, 0, 2), "SYS");
+    for (const GpuLinks& l : m.links) EXPECT_EQ(l.to_switch, 0);
+    EXPECT_TRUE(full_nvlink_mesh(m, {2, 3}));
+    EXPECT_FALSE(full_nvlink_mesh(m, {0, 1, 2, 3}));
+    // Without the matrix: no NVLink, and the reason says what was looked for.
+    const Machine bare = load("two_socket.xml");
+    EXPECT_EQ(conn(bare, 0, 1), "PHB");
+    EXPECT_NE(bare.links_source.find("no NVLinkBandwidth"), std::string::npos) << bare.links_source;
+}
+
+// hwloc's own test topologies from real machines, where the caller has them
+// (GPUCOLL_HWLOC_XML_DIR: hwloc's tests/hwloc/xml; not part of this tree):
+// the DGX-2 (16 V100, 12 NVSwitches, 6 links each) and the POWER8 node (P100
+// pairs, 2 links; and links to the CPUs).
+TEST(TopoHwlocLinks, HwlocsRealMachines) {
+    const char* dir = std::getenv("GPUCOLL_HWLOC_XML_DIR");
+    if (dir == nullptr || *dir == '\0') GTEST_SKIP() << "GPUCOLL_HWLOC_XML_DIR not set";
+    Sources s;
+    s.xml_file = std::string(dir) + "/nvidiaDGX2.xml";
+    Machine dgx;
+    ASSERT_EQ(discover(s, &dgx), gpucoll::kSuccess) << gpucoll::last_error();
+    ASSERT_EQ(dgx.gpus.size(), 16u);
+    for (int a = 0; a < 16; ++a) {
+        EXPECT_EQ(dgx.links[size_t(a)].to_switch, 6) << "GPU" << a;
+        EXPECT_TRUE(dgx.links[size_t(a)].to_gpu.empty());
+    }
+    EXPECT_EQ(conn(dgx, 0, 15), "NV6");
+    s.xml_file = std::string(dir) + "/power8gpudistances.xml";
+    Machine p8;
+    ASSERT_EQ(discover(s, &p8), gpucoll::kSuccess) << gpucoll::last_error();
+    ASSERT_EQ(p8.gpus.size(), 4u);
+    EXPECT_EQ(conn(p8, 0, 1), "NV2");
+    EXPECT_EQ(conn(p8, 2, 3), "NV2");
+    EXPECT_EQ(conn(p8, 0, 2), "SYS");
+}
+
 TEST(TopoLinksFile, MissingXmlIsAnError) {
     Sources s;
     s.xml_file = "/nonexistent.xml";

@@ -15,17 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "0 passed, 0 failed, 1 skipped"
     exit 77
 fi
-# The suites that pass on 5.0 and 6.0 so far; GPUCOLL_TESTS="" runs all.
-# Not yet: bench_smoke.sh (PMIx's warnings counted as rows), robustness.sh
-# (a crash with parameters that differ between ranks under 5.0), and those
-# not yet run to the end there (forms, gaps, internode, userop_ddt on 6.0):
-# issue #35.
-series_tests="test/unit/test_reduce_ops test/unit/test_emu_device test/unit/test_cuda_device
-test/unit/test_api test/unit/test_intra test/unit/test_ipc_cache test/unit/test_inter
-test/unit/test_topo test/unit/test_cost_model test/mpi/ompi_info.sh test/mpi/selection.sh
-test/mpi/collectives.sh test/mpi/mixed.sh test/mpi/lifecycle.sh test/mpi/host_passthrough.sh
-test/mpi/stress.sh test/mpi/memory_bound.sh test/mpi/intercomm.sh"
-GPUCOLL_TESTS=${GPUCOLL_TESTS-$(echo $series_tests)}
+# Every test, as on 4.1; GPUCOLL_TESTS="test/unit/test_intra ..." runs only these.
 log=$top/_build/$suite.log
 mkdir -p "$top/_build"
 rc=0

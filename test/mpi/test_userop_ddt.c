@@ -14,12 +14,17 @@
  *  - MPI_BOTTOM with datatypes of absolute addresses (bcast, ibcast,
  *    allgather, allreduce with a user op): device buffers staged (Open MPI
  *    would read them as host memory), gaps kept; a datatype over two device
- *    allocations fails with MPI_ERR_BUFFER on every rank, nothing written.
+ *    allocations fails with MPI_ERR_BUFFER on every rank, nothing written;
+ *  - nonblocking calls whose user op and derived datatype are freed before
+ *    the request completes (Open MPI 5.0 and 6.0 retain them in the
+ *    request: it must be the request type they expect), and persistent
+ *    calls with both, started three times.
  * Device buffers: path --expect (default staged); host buffers: delegated.
  *
  * usage: test_userop_ddt [common options]
  */
 #include "mpi_test_util.h"
+#include "mpi4_names.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -909,6 +914,144 @@ static void section_bottom(void) {
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Requests that keep a user-defined op and a derived datatype alive:
+ * Open MPI writes the op and datatypes it retains into the request a
+ * nonblocking call returns, as an ompi_coll_base_nbc_request_t
+ * (ompi_coll_base_retain_op / _datatypes; 5.0 and 6.0 lay it out unlike
+ * 4.1); the op and type are freed here before the request completes, so a
+ * request of another layout would be written out of bounds (ASan) and the
+ * call would run on freed objects.
+ * ---------------------------------------------------------------------- */
+
+/* inout[i] = in[i] + inout[i] over pairs of ints (the type: 2 ints, 1 gap) */
+static void fn_pairsum(void* in, void* inout, int* len, MPI_Datatype* dt) {
+    (void)dt;
+    if (!host_ptrs(in, inout)) g_device_ptr_seen++;
+    int* a = in;
+    int* b = inout;
+    for (int i = 0; i < *len; i++) {
+        b[3 * i] += a[3 * i];
+        b[3 * i + 1] += a[3 * i + 1];
+    }
+}
+
+static int pair_value(int rank, size_t i, int k) { return (int)(i * 7 + (size_t)k) + rank * 1000; }
+
+static void retained_allreduce(tu_mem_t mem, int persistent) {
+    const size_t n = 257; /* elements of the pair type: 3 ints each, the third a gap */
+    MPI_Datatype pair, vec;
+    MPI_Type_vector(1, 2, 3, MPI_INT, &vec);
+    MPI_Type_create_resized(vec, 0, 3 * sizeof(int), &pair);
+    MPI_Type_commit(&pair);
+    MPI_Type_free(&vec);
+    MPI_Op op;
+    MPI_Op_create(fn_pairsum, 1, &op);
+    tu_buf_t sb, rb;
+    tu_buf_alloc(&sb, mem, n * 3 * sizeof(int), 0, 31);
+    tu_buf_alloc(&rb, mem, n * 3 * sizeof(int), 0, 32);
+    int* in = (int*)tu_buf_payload(&sb);
+    int* gaps = (int*)tu_buf_payload(&rb);
+    for (size_t i = 0; i < n; i++) {
+        in[3 * i] = pair_value(g_rank, i, 0);
+        in[3 * i + 1] = pair_value(g_rank, i, 1);
+        in[3 * i + 2] = -7;
+        gaps[3 * i + 2] = -9; /* the gap of the receive buffer keeps it */
+    }
+    tu_buf_upload(&sb);
+    tu_buf_upload(&rb);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = persistent ? MPI_Allreduce_init(sb.ptr, rb.ptr, (int)n, pair, op, MPI_COMM_WORLD,
+                                             MPI_INFO_NULL, &req)
+                        : MPI_Iallreduce(sb.ptr, rb.ptr, (int)n, pair, op, MPI_COMM_WORLD, &req);
+    TU_CHECK(rc == MPI_SUCCESS, "%s allreduce with a user op on a derived type (%s): rc %d",
+             persistent ? "persistent" : "nonblocking", tu_mem_name(mem), rc);
+    /* A nonblocking request holds them now (Open MPI retains them in it); a
+     * persistent one is inactive until started, and Open MPI retains
+     * nothing in an inactive request (4.1's libnbc would then start on a
+     * freed type): freed after MPI_Request_free. */
+    if (!persistent) {
+        MPI_Op_free(&op);
+        MPI_Type_free(&pair);
+    }
+    for (int start = 0; start < (persistent ? 3 : 1) && rc == MPI_SUCCESS; start++) {
+        if (persistent) MPI_Start(&req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        tu_buf_read(&rb);
+        const int* got = (const int*)(rb.out + rb.off);
+        int bad = 0;
+        for (size_t i = 0; i < n && !bad; i++)
+            for (int k = 0; k < 3 && !bad; k++) {
+                int want = -9;
+                if (k < 2) {
+                    want = 0;
+                    for (int r = 0; r < g_size; r++) want += pair_value(r, i, k);
+                }
+                bad = !TU_CHECK(got[3 * i + (size_t)k] == want,
+                                "%s allreduce (%s), start %d: element %zu.%d is %d, want %d",
+                                persistent ? "persistent" : "nonblocking", tu_mem_name(mem), start,
+                                i, k, got[3 * i + (size_t)k], want);
+            }
+    }
+    if (persistent) {
+        if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+        MPI_Op_free(&op);
+        MPI_Type_free(&pair);
+    }
+    tu_buf_free(&sb);
+    tu_buf_free(&rb);
+}
+
+/* Nonblocking bcast and allgather of a derived type freed before the wait
+ * (Open MPI retains the datatypes). */
+static void retained_bcast_allgather(tu_mem_t mem) {
+    const size_t n = 100;
+    MPI_Datatype pair, vec;
+    MPI_Type_vector(1, 2, 3, MPI_INT, &vec);
+    MPI_Type_create_resized(vec, 0, 3 * sizeof(int), &pair);
+    MPI_Type_commit(&pair);
+    MPI_Type_free(&vec);
+    tu_buf_t b, all;
+    tu_buf_alloc(&b, mem, n * 3 * sizeof(int), 0, 33);
+    tu_buf_alloc(&all, mem, (size_t)g_size * n * 3 * sizeof(int), 0, 34);
+    int* x = (int*)tu_buf_payload(&b);
+    for (size_t i = 0; i < 3 * n; i++) x[i] = g_rank == 0 ? (int)i : -1;
+    tu_buf_upload(&b);
+    tu_buf_upload(&all);
+    MPI_Request req[2];
+    MPI_Ibcast(b.ptr, (int)n, pair, 0, MPI_COMM_WORLD, &req[0]);
+    MPI_Waitall(1, req, MPI_STATUSES_IGNORE);
+    /* every rank now holds rank 0's pairs (gaps its own -1 or rank 0's) */
+    MPI_Iallgather(b.ptr, (int)n, pair, all.ptr, (int)n, pair, MPI_COMM_WORLD, &req[1]);
+    MPI_Type_free(&pair);
+    MPI_Wait(&req[1], MPI_STATUS_IGNORE);
+    tu_buf_read(&all);
+    const int* got = (const int*)(all.out + all.off);
+    const int* sentinel = (const int*)all.img;
+    int bad = 0;
+    for (size_t r = 0; r < (size_t)g_size && !bad; r++)
+        for (size_t i = 0; i < n && !bad; i++)
+            for (size_t k = 0; k < 3 && !bad; k++) {
+                const size_t at = (r * n + i) * 3 + k;
+                const int want = k < 2 ? (int)(3 * i + k) : sentinel[at];
+                bad = !TU_CHECK(got[at] == want,
+                                "ibcast + iallgather of a freed derived type (%s): block %zu "
+                                "element %zu.%zu is %d, want %d",
+                                tu_mem_name(mem), r, i, k, got[at], want);
+            }
+    tu_buf_free(&b);
+    tu_buf_free(&all);
+}
+
+static void section_requests(void) {
+    const tu_mem_t mems[] = {TU_DEVICE, TU_HOST};
+    for (size_t m = 0; m < N_OF(mems); m++) {
+        retained_allreduce(mems[m], 0);
+        retained_allreduce(mems[m], 1);
+        retained_bcast_allgather(mems[m]);
+    }
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     tu_init("test_userop_ddt");
@@ -928,6 +1071,7 @@ int main(int argc, char** argv) {
     section_userops();
     section_ddt();
     section_bottom();
+    section_requests();
     TU_CHECK(g_device_ptr_seen == 0,
              "a user-defined op function was called %ld time(s) with a "
              "device pointer",

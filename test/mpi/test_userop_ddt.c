@@ -23,8 +23,8 @@
  *
  * usage: test_userop_ddt [common options]
  */
-#include "mpi_test_util.h"
 #include "mpi4_names.h"
+#include "mpi_test_util.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

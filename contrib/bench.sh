@@ -187,7 +187,7 @@ compare() {
     }
     BEGIN { nv = split(labels, lab, "|"); split(devs, isdev, "|"); ns = 0 }
     FNR == 1 { f = FILENAME; sub(/.*\.v/, "", f); v = f; sub(/\..*/, "", v) }
-    /^#/ || NF < 12 { next }
+    /^#/ || NF < 12 || $1 !~ /^[0-9]+$/ { next }  # rows begin with a size (not warnings)
     {
         s = $1
         if (!(s in seen)) { seen[s] = 1; order[++ns] = s }

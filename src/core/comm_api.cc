@@ -49,6 +49,20 @@ namespace {
 using gpucoll::log_line;
 using gpucoll::Status;
 
+// A root outside the communicator (an erroneous call that reaches us where
+// MPI's parameter checks are off, mpi_param_check 0): the call fails here,
+// before anything is posted, on every rank that passes it; never a read
+// past the communicator's tables.
+int check_root(const gpucoll_comm& comm, const gpucoll_call_t& call) {
+    if (call.coll != GPUCOLL_COLL_BCAST && call.coll != GPUCOLL_COLL_REDUCE) return GPUCOLL_SUCCESS;
+    const int size = comm.node->call_size();
+    if (call.root >= 0 && call.root < size) return GPUCOLL_SUCCESS;
+    return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
+                              "%s with root %d on a communicator of %d ranks: the root must be "
+                              "0..%d; nothing was moved",
+                              gpucoll_coll_name(call.coll), call.root, size, size - 1);
+}
+
 // Who a rank is, for the whole communicator: its node, backend and settings.
 struct Identity {
     char node[96];
@@ -288,6 +302,7 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
                        gpucoll_pending_t** op) {
     if (comm == nullptr || call == nullptr || op == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_start: NULL argument");
+    if (const int s = check_root(*comm, *call)) return s;
     if (!gpucoll_comm_nonblocking(comm))
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
                                   "nonblocking calls between nodes without the progress thread "
@@ -303,6 +318,7 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
 int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_plan_t** plan) {
     if (comm == nullptr || call == nullptr || plan == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_create: NULL argument");
+    if (const int s = check_root(*comm, *call)) return s;
     if (comm->node->hierarchy() != nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
                                   "persistent calls between nodes are not planned: each start "
@@ -395,6 +411,7 @@ int gpucoll_comm_progress(gpucoll_comm_t* comm) {
 int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call) {
     if (comm == nullptr || call == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_run: NULL argument");
+    if (const int s = check_root(*comm, *call)) return s;
     std::lock_guard lock(comm->node->lock());
     return comm->node->run(*call);
 }

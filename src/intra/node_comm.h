@@ -203,6 +203,7 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    int call_size() const { return call_size_; }  // ranks of the whole communicator
     // Ring algorithms: the rank at position i of the ring (modulo the size),
     // and rank r's position; rank order unless the topology says otherwise.
     int ring_at(int i) const {

@@ -443,6 +443,59 @@ TEST(IntraPlan, StartsReuseTheSetup) {
     EXPECT_EQ(c.forms[GPUCOLL_FORM_PERSISTENT][GPUCOLL_PATH_ACCELERATED], uint64_t(5 * n));
 }
 
+// A root outside the communicator (MPI's parameter checks off): the call
+// fails on every rank before anything is posted, in each form, and the
+// communicator goes on working (issue #40, defect 5: a read past the
+// communicator's tables in CallContext::resolve).
+TEST(IntraAgreement, RootOutsideTheCommunicatorFailsTheCall) {
+    ASSERT_EQ(gpucoll_init_backend("emu"), 0);
+    const int n = 3;
+    on_thread_ranks(n, [&](int rank, gpucoll_bootstrap_t& bs, std::string& fail) {
+        gpucoll_comm_t* comm = nullptr;
+        if (gpucoll_comm_create(&bs, nullptr, &comm) != 0 || comm == nullptr) {
+            fail = "create failed";
+            return;
+        }
+        const size_t count = 100;
+        void* buf = dalloc(count * sizeof(float));
+        upload(buf, std::vector<float>(count, float(rank)));
+        gpucoll_call_t call{};
+        call.coll = GPUCOLL_COLL_BCAST;
+        call.recvbuf = buf;
+        call.count = count;
+        call.dtype = GPUCOLL_FLOAT;
+        call.op = GPUCOLL_OP_SUM;
+        call.eligible = call.on_device = 1;
+        for (int root : {n, -1, 1 << 20}) {
+            call.root = root;
+            if (gpucoll_comm_run(comm, &call) != GPUCOLL_ERR_INVALID_ARG)
+                fail = "bcast with root " + std::to_string(root) + " did not fail";
+            else if (std::string(gpucoll_last_error()).find("root") == std::string::npos)
+                fail = std::string("message without the root: ") + gpucoll_last_error();
+        }
+        gpucoll_pending_t* op = nullptr;
+        gpucoll_plan_t* plan = nullptr;
+        call.coll = GPUCOLL_COLL_REDUCE;
+        call.root = n;
+        if (gpucoll_comm_start(comm, &call, GPUCOLL_FORM_NONBLOCKING, &op) !=
+                GPUCOLL_ERR_INVALID_ARG ||
+            op != nullptr)
+            fail = "a nonblocking reduce with a bad root did not fail";
+        if (gpucoll_plan_create(comm, &call, &plan) != GPUCOLL_ERR_INVALID_ARG || plan != nullptr)
+            fail = "a plan with a bad root was made";
+        // The next call runs, in step on every rank.
+        call.coll = GPUCOLL_COLL_BCAST;
+        call.root = n - 1;
+        if (fail.empty() && gpucoll_comm_run(comm, &call) != GPUCOLL_SUCCESS)
+            fail = std::string("the next bcast: ") + gpucoll_last_error();
+        const std::vector<float> got = download<float>(buf, count);
+        if (fail.empty() && got[count - 1] != float(n - 1)) fail = "the next bcast's data";
+        bs.barrier(bs.ctx);
+        gpucoll_free_device(buf);
+        gpucoll_comm_destroy(comm);
+    });
+}
+
 // coll_gpucoll_timing: while on, every accelerated call adds its steps; a
 // call the selection stages by size counts as declined; off, nothing moves.
 TEST(IntraTiming, StepsOfAcceleratedCallsAreCounted) {

@@ -2,6 +2,7 @@
  * coll_gpucoll_component.c - the component: MCA parameters, backend
  * initialisation, and the per-communicator decision to take part.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -434,12 +435,15 @@ static int gpucoll_open(void) {
  * opal_output each, so that lines of several processes do not interleave
  * within a line). */
 static void gpucoll_print_timing(void) {
-    char text[8192];
-    gpucoll_timing_report(text, sizeof text);
+    const size_t len = gpucoll_timing_report(NULL, 0) + 1;
+    char* text = malloc(len);
+    if (NULL == text) return;
+    gpucoll_timing_report(text, len);
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); NULL != line;
          line = strtok_r(NULL, "\n", &save)) {
         opal_output(0, "coll:gpucoll timing %s: %s", OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), line);
     }
+    free(text);
 }
 
 static int gpucoll_close(void) {

@@ -419,13 +419,6 @@ static int coll_gpucoll_barrier(struct ompi_communicator_t* comm, mca_coll_base_
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,                                     \
                         "comm %s: no underlying " #field ", not intercepted", comm->c_name); \
     }
-#define GPUCOLL_SAVE_PREV(name, id) GPUCOLL_SAVE_ONE(name)
-#define GPUCOLL_SAVE_PREV_FORMS(name, type, id) \
-    GPUCOLL_SAVE_ONE(i##name)                   \
-    GPUCOLL_SAVE_ONE(name##_init)
-#define GPUCOLL_SAVE_PREV_ALL(name, type, id) \
-    GPUCOLL_SAVE_ONE(name)                    \
-    GPUCOLL_SAVE_PREV_FORMS(name, type, id)
 
 /* Open MPI 6.0: a module puts its entries into comm->c_coll itself (4.1 and
  * 5.0: the framework copies the module's non-NULL entries after enable), and
@@ -440,43 +433,43 @@ static int coll_gpucoll_barrier(struct ompi_communicator_t* comm, mca_coll_base_
         comm->c_coll->coll_##field = m->prev_##field;                   \
         comm->c_coll->coll_##field##_module = m->prev_##field##_module; \
     }
-#define GPUCOLL_FOR_EVERY_ENTRY(ONE, PREV, FORMS, ALL) \
-    ONE(barrier)                                       \
-    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(PREV)         \
-    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(FORMS)        \
-    MCA_COLL_GPUCOLL_FOREACH_STAGED(ALL)
-#define GPUCOLL_INSTALL_PREV(name, id) GPUCOLL_INSTALL_ONE(name)
-#define GPUCOLL_INSTALL_PREV_FORMS(name, type, id) \
-    GPUCOLL_INSTALL_ONE(i##name)                   \
-    GPUCOLL_INSTALL_ONE(name##_init)
-#define GPUCOLL_INSTALL_PREV_ALL(name, type, id) \
-    GPUCOLL_INSTALL_ONE(name)                    \
-    GPUCOLL_INSTALL_PREV_FORMS(name, type, id)
-#define GPUCOLL_UNINSTALL_PREV(name, id) GPUCOLL_UNINSTALL_ONE(name)
-#define GPUCOLL_UNINSTALL_PREV_FORMS(name, type, id) \
-    GPUCOLL_UNINSTALL_ONE(i##name)                   \
-    GPUCOLL_UNINSTALL_ONE(name##_init)
-#define GPUCOLL_UNINSTALL_PREV_ALL(name, type, id) \
-    GPUCOLL_UNINSTALL_ONE(name)                    \
-    GPUCOLL_UNINSTALL_PREV_FORMS(name, type, id)
+
+/* Every entry the module keeps a saved (function, module) pair for: barrier,
+ * the intercepted collectives, their nonblocking and persistent forms, and
+ * the staged collectives in all three forms. GPUCOLL_EACH_ENTRY expands
+ * GPUCOLL_ENTRY(field) once per entry: define GPUCOLL_ENTRY as the
+ * per-entry macro right before a use, #undef it after. */
+#define GPUCOLL_ENTRY_PREV(name, id) GPUCOLL_ENTRY(name)
+#define GPUCOLL_ENTRY_FORMS(name, type, id) GPUCOLL_ENTRY(i##name) GPUCOLL_ENTRY(name##_init)
+#define GPUCOLL_ENTRY_ALL(name, type, id) \
+    GPUCOLL_ENTRY(name)                   \
+    GPUCOLL_ENTRY_FORMS(name, type, id)
+#define GPUCOLL_EACH_ENTRY                                    \
+    GPUCOLL_ENTRY(barrier)                                    \
+    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_ENTRY_PREV)  \
+    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_ENTRY_FORMS) \
+    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_ENTRY_ALL)
 
 #if MCA_COLL_GPUCOLL_INSTALLS_ITSELF
 static int gpucoll_module_disable(mca_coll_base_module_t* module,
                                   struct ompi_communicator_t* comm) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_UNINSTALL_ONE, GPUCOLL_UNINSTALL_PREV,
-                            GPUCOLL_UNINSTALL_PREV_FORMS, GPUCOLL_UNINSTALL_PREV_ALL)
+#define GPUCOLL_ENTRY GPUCOLL_UNINSTALL_ONE
+    GPUCOLL_EACH_ENTRY
+#undef GPUCOLL_ENTRY
     return OMPI_SUCCESS;
 }
 #endif
 
 static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_communicator_t* comm) {
     mca_coll_gpucoll_module_t* m = (mca_coll_gpucoll_module_t*)module;
-    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_SAVE_ONE, GPUCOLL_SAVE_PREV, GPUCOLL_SAVE_PREV_FORMS,
-                            GPUCOLL_SAVE_PREV_ALL)
+#define GPUCOLL_ENTRY GPUCOLL_SAVE_ONE
+    GPUCOLL_EACH_ENTRY
+#undef GPUCOLL_ENTRY
 #if MCA_COLL_GPUCOLL_INSTALLS_ITSELF
-    GPUCOLL_FOR_EVERY_ENTRY(GPUCOLL_INSTALL_ONE, GPUCOLL_INSTALL_PREV, GPUCOLL_INSTALL_PREV_FORMS,
-                            GPUCOLL_INSTALL_PREV_ALL)
+#define GPUCOLL_ENTRY GPUCOLL_INSTALL_ONE
+    GPUCOLL_EACH_ENTRY
+#undef GPUCOLL_ENTRY
 #endif
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT, "comm %s (cid %u): enabled", comm->c_name,
                     mca_coll_gpucoll_comm_cid(comm));
@@ -486,19 +479,11 @@ static int gpucoll_module_enable(mca_coll_base_module_t* module, struct ompi_com
 #define GPUCOLL_CLEAR_ONE(field) \
     m->prev_##field = NULL;      \
     m->prev_##field##_module = NULL;
-#define GPUCOLL_CLEAR_PREV(name, id) GPUCOLL_CLEAR_ONE(name)
-#define GPUCOLL_CLEAR_PREV_FORMS(name, type, id) \
-    GPUCOLL_CLEAR_ONE(i##name)                   \
-    GPUCOLL_CLEAR_ONE(name##_init)
-#define GPUCOLL_CLEAR_PREV_ALL(name, type, id) \
-    GPUCOLL_CLEAR_ONE(name)                    \
-    GPUCOLL_CLEAR_PREV_FORMS(name, type, id)
 
 static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
-    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_CLEAR_PREV)
-    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_CLEAR_PREV_FORMS)
-    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_CLEAR_PREV_ALL)
-    GPUCOLL_CLEAR_ONE(barrier)
+#define GPUCOLL_ENTRY GPUCOLL_CLEAR_ONE
+    GPUCOLL_EACH_ENTRY
+#undef GPUCOLL_ENTRY
     m->core = NULL;
     m->core_state = 0;
     m->nonblocking_seen = false;
@@ -516,20 +501,12 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     }                                          \
     m->prev_##field = NULL;                    \
     m->prev_##field##_module = NULL;
-#define GPUCOLL_RELEASE_PREV(name, id) GPUCOLL_RELEASE_ONE(name)
-#define GPUCOLL_RELEASE_PREV_FORMS(name, type, id) \
-    GPUCOLL_RELEASE_ONE(i##name)                   \
-    GPUCOLL_RELEASE_ONE(name##_init)
-#define GPUCOLL_RELEASE_PREV_ALL(name, type, id) \
-    GPUCOLL_RELEASE_ONE(name)                    \
-    GPUCOLL_RELEASE_PREV_FORMS(name, type, id)
 
 static void gpucoll_module_destruct(mca_coll_gpucoll_module_t* m) {
     mca_coll_gpucoll_accel_release(m);
-    GPUCOLL_RELEASE_ONE(barrier)
-    MCA_COLL_GPUCOLL_FOREACH_INTERCEPTED(GPUCOLL_RELEASE_PREV)
-    MCA_COLL_GPUCOLL_FOREACH_ACCEL_FORMS(GPUCOLL_RELEASE_PREV_FORMS)
-    MCA_COLL_GPUCOLL_FOREACH_STAGED(GPUCOLL_RELEASE_PREV_ALL)
+#define GPUCOLL_ENTRY GPUCOLL_RELEASE_ONE
+    GPUCOLL_EACH_ENTRY
+#undef GPUCOLL_ENTRY
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpucoll_module_t, mca_coll_base_module_t, gpucoll_module_construct,

@@ -204,18 +204,19 @@ step_one_kernel() {
 }
 
 step_calibrate() {
-    local np rc=0 f
+    local np rc=0 f spec
     for np in ${GPUCOLL_BENCH_NP:-2 4}; do
         f=$out/calibrate-np$np${GPUCOLL_LOG_SUFFIX:-}.txt
-        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c allreduce -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
-            -r "${GPUCOLL_BENCH_REPEATS:-1}" -T "${GPUCOLL_CALIBRATE_T:-0.2}" \
-            -a staged,auto,one_shot,two_shot,ring | tee "$f" || rc=1
-        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c bcast -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
-            -r "${GPUCOLL_BENCH_REPEATS:-1}" -T "${GPUCOLL_CALIBRATE_T:-0.2}" \
-            -a staged,auto,direct,chain | tee -a "$f" || rc=1
-        contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c allgather,reduce_scatter_block \
-            -m "${GPUCOLL_BENCH_SIZES:-8:256M}" -r "${GPUCOLL_BENCH_REPEATS:-1}" \
-            -T "${GPUCOLL_CALIBRATE_T:-0.2}" -a staged,auto,direct,ring | tee -a "$f" || rc=1
+        : >"$f"
+        # collectives, then the algorithms measured for them
+        for spec in "allreduce staged,auto,one_shot,two_shot,ring" "bcast staged,auto,direct,chain" \
+            "allgather,reduce_scatter_block staged,auto,direct,ring"; do
+            # shellcheck disable=SC2086 # spec: two words
+            set -- $spec
+            contrib/bench.sh -q -H -b "$B" -d cuda -n "$np" -c "$1" -m "${GPUCOLL_BENCH_SIZES:-8:256M}" \
+                -r "${GPUCOLL_BENCH_REPEATS:-1}" -T "${GPUCOLL_CALIBRATE_T:-0.2}" -a "$2" |
+                tee -a "$f" || rc=1
+        done
     done
     return $rc
 }

@@ -3,7 +3,9 @@
 # and run every test: GoogleTest units and the MPI integration tests (np 1..4,
 # emu device buffers). CONFIGURE-ARGS apply when BUILDDIR is configured first
 # (contrib/sanitize.sh passes --enable-sanitizers=...).
-# GPUCOLL_TESTS="test/unit/test_intra ...": run only these tests.
+# GPUCOLL_TESTS="test/unit/test_intra ...": run only these tests;
+# GPUCOLL_CHECK_PROGRAMS="test/mpi/test_forms ...": build only these test
+# programs (the ones those tests run).
 # Ends with a line "N passed, N failed, N skipped"; exits nonzero on failure.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,12 +14,14 @@ build=${1:-$top/_build/default}
 "$top/contrib/setup.sh" "$build" "$@"
 cd "$build"
 rc=0
-make -j"$(nproc)" check TESTS=   # builds the test programs in parallel, runs none
+# check_PROGRAMS on the command line: only the programs asked for.
+set -- ${GPUCOLL_CHECK_PROGRAMS:+"check_PROGRAMS=$GPUCOLL_CHECK_PROGRAMS"}
+make -j"$(nproc)" check TESTS= "$@"   # builds the test programs in parallel, runs none
 rm -f test-suite.log
 if [ -n "${GPUCOLL_TESTS:-}" ]; then
-    make check TESTS="$GPUCOLL_TESTS" || rc=$?
+    make check TESTS="$GPUCOLL_TESTS" "$@" || rc=$?
 else
-    make check || rc=$?
+    make check "$@" || rc=$?
 fi
 [ -f test-suite.log ] || { echo "0 passed, 1 failed (no test-suite.log)"; exit 1; }
 count() { sed -n "s/^# $1: *//p" test-suite.log | head -1; }

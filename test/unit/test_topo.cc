@@ -288,13 +288,16 @@ TEST(TopoFixture, DuplicateBusIdsAreAnError) {
 // CPU NVLink ports (Packages), in MB/s: links x 20000 (NVLink 1) or 25000.
 namespace hwloc_links {
 
-// The gp_index of the object whose line holds marker.
-std::string gp_of(const std::string& xml, const std::string& marker) {
-    const size_t at = xml.find(marker);
-    EXPECT_NE(at, std::string::npos) << marker;
+// The gp_index of the object whose line holds position at, or marker.
+std::string gp_at(const std::string& xml, size_t at) {
     const size_t line = xml.rfind('\n', at) + 1;
     const size_t gp = xml.find("gp_index=\"", line) + 10;
     return xml.substr(gp, xml.find('"', gp) - gp);
+}
+std::string gp_of(const std::string& xml, const std::string& marker) {
+    const size_t at = xml.find(marker);
+    EXPECT_NE(at, std::string::npos) << marker;
+    return gp_at(xml, at);
 }
 
 std::string read(const char* name) {
@@ -350,9 +353,7 @@ TEST(TopoHwlocLinks, NvswitchMachineFromTheXmlFile) {
         xml.replace(type, 4, "0680");
         const size_t vendor = xml.find('[', type) + 1;
         xml.replace(vendor, 4, "10de");
-        objs.push_back("PCIDev:" + xml.substr(xml.find("gp_index=\"", pci) + 10,
-                                              xml.find('"', xml.find("gp_index=\"", pci) + 10) -
-                                                  xml.find("gp_index=\"", pci) - 10));
+        objs.push_back("PCIDev:" + gp_at(xml, pci));
     }
     const size_t n = objs.size();
     std::vector<uint64_t> values(n * n, 0);

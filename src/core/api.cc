@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "core/counters.h"
+#include "core/lifetime.h"
 #include "core/runtime.h"
 #include "core/timing.h"
 #include "device/host_page_cache.h"
@@ -19,11 +20,14 @@ using gpucoll::DeviceScope;
 using gpucoll::PointerInfo;
 using gpucoll::Runtime;
 using gpucoll::set_error;
+namespace lifetime = gpucoll::lifetime;
 
 namespace {
 
-// The device, or an error telling the user how to get one.
-int require_device(Device** out) {
+// The device, or an error telling the user how to get one (call: the entry
+// point, for the refusal in a forked child).
+int require_device(Device** out, const char* call) {
+    if (lifetime::forked_child()) return lifetime::refuse(call);
     Runtime& rt = Runtime::instance();
     Device* d = rt.device();
     if (d == nullptr) {
@@ -85,9 +89,18 @@ constexpr const char* kOpNames[GPUCOLL_OP_COUNT] = {"sum", "prod", "min",  "max"
 
 extern "C" {
 
-int gpucoll_init_backend(const char* name) { return Runtime::instance().init(name); }
+int gpucoll_init_backend(const char* name) {
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_init_backend");
+    return Runtime::instance().init(name);
+}
 
-const char* gpucoll_backend(void) { return Runtime::instance().backend_name(); }
+const char* gpucoll_backend(void) {
+    if (lifetime::forked_child()) {  // no backend usable here
+        (void)lifetime::refuse("gpucoll_backend");
+        return "none";
+    }
+    return Runtime::instance().backend_name();
+}
 
 void gpucoll_set_host_cache(int mode) {
     using gpucoll::host_page_cache::Mode;
@@ -108,27 +121,32 @@ const char* gpucoll_version(void) { return PACKAGE_VERSION; }
 const char* gpucoll_last_error(void) { return gpucoll::last_error(); }
 
 int gpucoll_device_count(void) {
+    if (lifetime::forked_child()) {
+        (void)lifetime::refuse("gpucoll_device_count");
+        return 0;
+    }
     Device* d = Runtime::instance().device();
     return d != nullptr ? d->device_count() : 0;
 }
 
 int gpucoll_set_device(int ordinal) {
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_set_device")) return s;
     return d->set_current_device(ordinal);
 }
 
 int gpucoll_current_device(void) {
     Device* d = nullptr;
     int ordinal = -1;
-    if (require_device(&d) != GPUCOLL_SUCCESS || d->current_device(&ordinal) != GPUCOLL_SUCCESS)
+    if (require_device(&d, "gpucoll_current_device") != GPUCOLL_SUCCESS ||
+        d->current_device(&ordinal) != GPUCOLL_SUCCESS)
         return -1;
     return ordinal;
 }
 
 int gpucoll_device_has_context(int ordinal) {
     Device* d = nullptr;
-    if (require_device(&d) != GPUCOLL_SUCCESS) return -1;
+    if (require_device(&d, "gpucoll_device_has_context") != GPUCOLL_SUCCESS) return -1;
     if (ordinal < 0 || ordinal >= d->device_count()) {
         set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_device_has_context: no GPU %d (%d GPUs)",
                   ordinal, d->device_count());
@@ -139,7 +157,7 @@ int gpucoll_device_has_context(int ordinal) {
 
 int gpucoll_select_local_device(void) {
     Device* d = nullptr;
-    if (require_device(&d) != GPUCOLL_SUCCESS) return -1;
+    if (require_device(&d, "gpucoll_select_local_device") != GPUCOLL_SUCCESS) return -1;
     const int count = d->device_count();
     if (count < 1) {
         set_error(GPUCOLL_ERR_NO_BACKEND, "gpucoll_select_local_device: no device");
@@ -177,7 +195,7 @@ int gpucoll_malloc_device(void** ptr, size_t bytes) {
     if (ptr == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_device: ptr is NULL");
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_malloc_device")) return s;
     return d->alloc(ptr, bytes);
 }
 
@@ -185,14 +203,14 @@ int gpucoll_malloc_device_pool(void** ptr, size_t bytes) {
     if (ptr == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_device_pool: ptr is NULL");
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_malloc_device_pool")) return s;
     return d->alloc_unexportable(ptr, bytes);
 }
 
 int gpucoll_free_device(void* ptr) {
     if (ptr == nullptr) return GPUCOLL_SUCCESS;
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_free_device")) return s;
     return d->free(ptr);
 }
 
@@ -200,14 +218,14 @@ int gpucoll_malloc_host(void** ptr, size_t bytes) {
     if (ptr == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_malloc_host: ptr is NULL");
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_malloc_host")) return s;
     return d->alloc_host(ptr, bytes);
 }
 
 int gpucoll_free_host(void* ptr) {
     if (ptr == nullptr) return GPUCOLL_SUCCESS;
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_free_host")) return s;
     return d->free_host(ptr);
 }
 
@@ -216,6 +234,7 @@ int gpucoll_memcpy(void* dst, const void* src, size_t bytes) {
     if (dst == nullptr || src == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_memcpy: NULL pointer with %zu bytes",
                          bytes);
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_memcpy");
     Device* d = Runtime::instance().device();
     if (d == nullptr) {  // no backend: everything is host memory
         std::memmove(dst, src, bytes);
@@ -230,6 +249,7 @@ int gpucoll_memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* ru
     if (dst == nullptr || src == nullptr || runs == nullptr)
         return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_memcpy_runs: NULL pointer with %zu runs",
                          nruns);
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_memcpy_runs");
     for (size_t k = 0; k < nruns; ++k) {  // all valid before anything is copied
         size_t span = 0;
         if (int s = gpucoll::run_span(runs[k], &span)) return s;
@@ -250,11 +270,14 @@ int gpucoll_memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* ru
 
 int gpucoll_counters_get(gpucoll_counters_t* out) {
     if (out == nullptr) return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_counters_get: NULL");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_counters_get");  // locks
     gpucoll::counters_get(out);
     return GPUCOLL_SUCCESS;
 }
 
-void gpucoll_counters_reset(void) { gpucoll::counters_reset(); }
+void gpucoll_counters_reset(void) {
+    if (!lifetime::forked_child()) gpucoll::counters_reset();
+}
 
 const char* gpucoll_coll_name(gpucoll_coll_t coll) {
     return coll >= 0 && coll < GPUCOLL_COLL_COUNT ? kCollNames[coll] : "unknown";
@@ -297,6 +320,7 @@ int gpucoll_op_valid(gpucoll_dtype_t dtype, gpucoll_op_t op) {
 }
 
 int gpucoll_check_span(const void* ptr, ptrdiff_t lo, size_t bytes, const char* what) {
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_check_span");
     Device* d = Runtime::instance().device();
     if (d == nullptr || ptr == nullptr || bytes == 0) return GPUCOLL_SUCCESS;
     gpucoll::PointerInfo info;  // the allocation that holds ptr, wherever the span begins
@@ -311,20 +335,33 @@ int gpucoll_check_extent(const void* ptr, size_t bytes, const char* what) {
 }
 
 gpucoll_memtype_t gpucoll_mem_type(const void* ptr) {
+    if (ptr == nullptr) return GPUCOLL_MEM_HOST;
+    // A forked child: device memory for all it knows, so that no caller
+    // hands a pointer to host code on its word (the device calls refuse).
+    if (lifetime::forked_child()) {
+        (void)lifetime::refuse("gpucoll_mem_type");
+        return GPUCOLL_MEM_DEVICE;
+    }
     Device* d = Runtime::instance().device();
-    if (d == nullptr || ptr == nullptr) return GPUCOLL_MEM_HOST;
+    if (d == nullptr) return GPUCOLL_MEM_HOST;
     return d->memory_type(ptr);
 }
 
 int gpucoll_staging_buffer(int slot, size_t bytes, void** host) {
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_staging_buffer")) return s;
     return Runtime::instance().staging().get(d, slot, bytes, host);
 }
 
-void gpucoll_staging_release(void) { Runtime::instance().staging().release(); }
+// A forked child frees nothing it inherited (the parent's buffers and UCX
+// endpoints, whose teardown would talk on the parent's connections).
+void gpucoll_staging_release(void) {
+    if (!lifetime::forked_child()) Runtime::instance().staging().release();
+}
 
-void gpucoll_finalize(void) { Runtime::instance().release_transport(); }
+void gpucoll_finalize(void) {
+    if (!lifetime::forked_child()) Runtime::instance().release_transport();
+}
 
 int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucoll_dtype_t dtype,
                    gpucoll_op_t op) {
@@ -333,7 +370,7 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
                          gpucoll_op_name(op), gpucoll_dtype_name(dtype));
     if (count == 0) return GPUCOLL_SUCCESS;
     Device* d = nullptr;
-    if (int s = require_device(&d)) return s;
+    if (int s = require_device(&d, "gpucoll_reduce")) return s;
     for (const void* p : {static_cast<const void*>(dst), a, b})
         if (gpucoll_mem_type(p) != GPUCOLL_MEM_DEVICE)
             return set_error(GPUCOLL_ERR_INVALID_ARG,
@@ -373,11 +410,13 @@ int gpucoll_reduce(void* dst, const void* a, const void* b, size_t count, gpucol
 
 void gpucoll_counters_record(gpucoll_coll_t coll, gpucoll_path_t path, uint64_t bytes_staged,
                              const char* algorithm) {
+    if (lifetime::forked_child()) return;  // may lock
     gpucoll::counters_record({coll, path, bytes_staged, 0, 0, algorithm});
 }
 
 void gpucoll_counters_record_form(gpucoll_coll_t coll, gpucoll_path_t path, gpucoll_form_t form,
                                   uint64_t bytes_staged, const char* algorithm) {
+    if (lifetime::forked_child()) return;  // may lock
     gpucoll::CallRecord r{coll, path, bytes_staged, 0, 0, algorithm};
     r.form = form;
     gpucoll::counters_record(r);

@@ -11,6 +11,7 @@
 #include "common/bootstrap.h"
 #include "common/log_line.h"
 #include "core/counters.h"
+#include "core/lifetime.h"
 #include "core/runtime.h"
 #include "core/timing.h"
 #include "device/device.h"
@@ -48,6 +49,7 @@ namespace {
 
 using gpucoll::log_line;
 using gpucoll::Status;
+namespace lifetime = gpucoll::lifetime;
 
 // A root outside the communicator (an erroneous call that reaches us where
 // MPI's parameter checks are off, mpi_param_check 0): the call fails here,
@@ -182,6 +184,7 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
         bootstrap->size < 1 || bootstrap->rank < 0 || bootstrap->rank >= bootstrap->size)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_create: bad bootstrap");
     *out = nullptr;
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_create");
     gpucoll_comm_config_t defaults;
     gpucoll_comm_config_init(&defaults);
     const gpucoll_comm_config_t& cfg = config ? *config : defaults;
@@ -222,7 +225,16 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
     return GPUCOLL_SUCCESS;
 }
 
-void gpucoll_comm_destroy(gpucoll_comm_t* comm) { std::unique_ptr<gpucoll_comm> owned(comm); }
+// In a forked child, communicators, plans and requests are the parent's:
+// left as they are (their teardown would wait for the parent's peers, post
+// into the node's segment and join threads the child does not have).
+void gpucoll_comm_destroy(gpucoll_comm_t* comm) {
+    if (comm != nullptr && lifetime::forked_child()) {
+        (void)lifetime::refuse("gpucoll_comm_destroy");
+        return;
+    }
+    std::unique_ptr<gpucoll_comm> owned(comm);
+}
 
 namespace {
 
@@ -248,12 +260,14 @@ inline bool on_device(gpucoll::Device& d, const void* p) {
 int gpucoll_comm_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_decline: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_decline");
     return decline(*comm);
 }
 
 int gpucoll_comm_settle(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_settle: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_settle");
     std::lock_guard lock(comm->node->lock());
     return comm->node->settle();
 }
@@ -262,6 +276,8 @@ int gpucoll_comm_host_call(gpucoll_comm_t* comm, const void* a, const void* b, g
                            int* device) {
     // Every host-buffer collective comes through here: no lock, no
     // allocation, one call from the component, each buffer classified once.
+    if (lifetime::forked_child()) [[unlikely]]
+        return lifetime::refuse("gpucoll_comm_host_call");
     int found = 0;
     if (gpucoll::Device* d = gpucoll::Runtime::instance().device(); d != nullptr) {
         const gpucoll::timing::Scope timed(coll, gpucoll::timing::kClassify);
@@ -291,6 +307,7 @@ gpucoll_host_gate_t* gpucoll_comm_host_gate(gpucoll_comm_t* comm, int version, s
     if (version != GPUCOLL_HOST_GATE_VERSION || gate_bytes != sizeof(gpucoll_host_gate_t))
         return nullptr;  // built against another gpucoll.h: the core's way
     if (comm == nullptr || comm->hierarchy != nullptr) return nullptr;  // declines are messages
+    if (lifetime::forked_child()) return nullptr;                       // the parent's segment
     gpucoll_host_gate_t& gate = comm->node->host_gate();
     return gate.span != nullptr ? &gate : nullptr;  // no span: classifying asks the backend
 #endif
@@ -302,6 +319,7 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
                        gpucoll_pending_t** op) {
     if (comm == nullptr || call == nullptr || op == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_start: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_start");
     if (const int s = check_root(*comm, *call)) return s;
     if (!gpucoll_comm_nonblocking(comm))
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
@@ -318,6 +336,7 @@ int gpucoll_comm_start(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll
 int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucoll_plan_t** plan) {
     if (comm == nullptr || call == nullptr || plan == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_create: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_plan_create");
     if (const int s = check_root(*comm, *call)) return s;
     if (comm->node->hierarchy() != nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
@@ -333,6 +352,7 @@ int gpucoll_plan_create(gpucoll_comm_t* comm, const gpucoll_call_t* call, gpucol
 int gpucoll_plan_start(gpucoll_comm_t* comm, gpucoll_plan_t* plan, gpucoll_pending_t** op) {
     if (comm == nullptr || plan == nullptr || op == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_plan_start: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_plan_start");
     if (plan->plan->comm_id != comm->node->id())
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
                                   "gpucoll_plan_start: the plan was made for another communicator");
@@ -348,12 +368,16 @@ int gpucoll_plan_matches(const gpucoll_comm_t* comm, const gpucoll_plan_t* plan)
     return comm != nullptr && plan != nullptr && plan->plan->comm_id == comm->node->id() ? 1 : 0;
 }
 
-void gpucoll_plan_free(gpucoll_plan_t* plan) { std::unique_ptr<gpucoll_plan> owned(plan); }
+void gpucoll_plan_free(gpucoll_plan_t* plan) {
+    if (lifetime::forked_child()) return;  // see gpucoll_comm_destroy
+    std::unique_ptr<gpucoll_plan> owned(plan);
+}
 
 int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
     if (comm == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG,
                                   "gpucoll_comm_start_decline: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_start_decline");
     if (!gpucoll_comm_nonblocking(comm))
         return gpucoll::set_error(GPUCOLL_ERR_UNSUPPORTED,
                                   "nonblocking calls between nodes without the progress thread "
@@ -366,6 +390,7 @@ int gpucoll_comm_start_decline(gpucoll_comm_t* comm) {
 int gpucoll_pending_test(gpucoll_pending_t* op, int* done) {
     if (op == nullptr || done == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_pending_test: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_pending_test");
     auto& pending = *op->pending;
     if (!pending.finished.load(std::memory_order_acquire)) {
         gpucoll::intra::ProgressAgent::instance().note_poll();
@@ -386,7 +411,10 @@ int gpucoll_pending_done(const gpucoll_pending_t* op) {
     return op != nullptr && op->pending->finished.load(std::memory_order_acquire) ? 1 : 0;
 }
 
-void gpucoll_pending_free(gpucoll_pending_t* op) { std::unique_ptr<gpucoll_pending> owned(op); }
+void gpucoll_pending_free(gpucoll_pending_t* op) {
+    if (lifetime::forked_child()) return;  // see gpucoll_comm_destroy
+    std::unique_ptr<gpucoll_pending> owned(op);
+}
 
 int gpucoll_comm_single_node(const gpucoll_comm_t* comm) {
     return comm != nullptr && comm->node->hierarchy() == nullptr ? 1 : 0;
@@ -403,6 +431,10 @@ int gpucoll_comm_nonblocking(const gpucoll_comm_t* comm) {
 
 int gpucoll_comm_progress(gpucoll_comm_t* comm) {
     if (comm == nullptr) return 0;
+    if (lifetime::forked_child()) {  // nothing this process can advance
+        (void)lifetime::refuse("gpucoll_comm_progress");
+        return 1;
+    }
     gpucoll::intra::ProgressAgent::instance().note_poll();
     std::unique_lock lock(comm->node->lock(), std::try_to_lock);
     return lock.owns_lock() && comm->node->progress() ? 1 : 0;
@@ -411,6 +443,7 @@ int gpucoll_comm_progress(gpucoll_comm_t* comm) {
 int gpucoll_comm_run(gpucoll_comm_t* comm, const gpucoll_call_t* call) {
     if (comm == nullptr || call == nullptr)
         return gpucoll::set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_comm_run: NULL argument");
+    if (lifetime::forked_child()) return lifetime::refuse("gpucoll_comm_run");
     if (const int s = check_root(*comm, *call)) return s;
     std::lock_guard lock(comm->node->lock());
     return comm->node->run(*call);

@@ -3,20 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/lifetime.h"
 #include "device/host_page_cache.h"
 
 namespace gpucoll {
-
-Runtime::~Runtime() {
-    ipc_cache_.clear();
-    staging_.release();
-    // UCX may already be torn down by its own destructors at this point:
-    // a transport still open is left to the exit.
-    for (TransportEntry& e : transports_)
-        if (e.transport != nullptr)
-            (void)std::make_unique<std::shared_ptr<inter::Transport>>(std::move(e.transport))
-                .release();
-}
 
 Status Runtime::transport(bool thread_multi, const std::string& net_devices,
                           std::shared_ptr<inter::Transport>* out) {
@@ -94,6 +84,7 @@ Status Runtime::init(const char* requested) {
     }
     Status s = choose(want);
     if (s != kSuccess) return s;
+    if (device_ != nullptr) lifetime::note_device_active();
     requested_ = want;
     initialised_.store(true, std::memory_order_release);
     return kSuccess;

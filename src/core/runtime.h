@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/immortal.h"
 #include "core/staging.h"
 #include "device/device.h"
 #include "inter/transport.h"
@@ -18,9 +19,12 @@ namespace gpucoll {
 
 class Runtime {
 public:
+    // Never destroyed (Immortal): a call from an atexit handler or a global
+    // destructor, after exit-time destruction, still finds it whole; the
+    // device's memory, mappings and pinned buffers go with the process.
     static Runtime& instance() {  // inline: every host-buffer call asks for the device
-        static Runtime runtime;
-        return runtime;
+        static Immortal<Runtime> runtime;
+        return *runtime;
     }
 
     // Chooses the backend ("auto", "cuda", "emu"; nullptr: from the
@@ -57,15 +61,15 @@ public:
     void release_transport();
 
 private:
+    friend class Immortal<Runtime>;
     Runtime() = default;
-    ~Runtime();
+    ~Runtime() = delete;  // see instance()
     Status choose(const std::string& requested);
 
     std::mutex mutex_;
     std::atomic<bool> initialised_{false};
     std::string requested_;  // what the first successful init asked for
     std::unique_ptr<Device> device_;
-    // Declared after device_: destroyed first.
     StagingPool staging_;
     intra::IpcCache ipc_cache_;
     struct TransportEntry {

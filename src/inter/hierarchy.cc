@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/bootstrap.h"
+#include "common/immortal.h"
 #include "common/log_line.h"
 #include "common/machine.h"
 #include "core/runtime.h"
@@ -30,21 +31,23 @@ namespace {
 // the agreed id against its live ones, and all retry unless none collided.
 std::atomic<uint32_t> g_next_comm_id{1};
 std::mutex g_live_ids_mutex;
-std::set<uint32_t> g_live_ids;  // the tag ids (16 bits) of this process's hierarchies
+// The tag ids (16 bits) of this process's hierarchies; never destroyed (a
+// communicator freed at exit still finds it).
+Immortal<std::set<uint32_t>> g_live_ids;
 
 bool hold_comm_id(uint32_t id) {
     std::lock_guard lock(g_live_ids_mutex);
-    return g_live_ids.insert(id).second;
+    return g_live_ids->insert(id).second;
 }
 
 void release_comm_id(uint32_t id) {
     std::lock_guard lock(g_live_ids_mutex);
-    g_live_ids.erase(id);
+    g_live_ids->erase(id);
 }
 
 size_t live_comm_ids() {
     std::lock_guard lock(g_live_ids_mutex);
-    return g_live_ids.size();
+    return g_live_ids->size();
 }
 
 // 0..63, different from thread to thread and process to process.

@@ -15,6 +15,7 @@
 #include "common/bootstrap.h"
 #include "common/machine.h"
 #include "core/counters.h"
+#include "core/lifetime.h"
 #include "core/runtime.h"
 #include "core/timing.h"
 #include "device/reduce_ops.h"
@@ -302,6 +303,7 @@ void NodeComm::init_gate() {
     RankSlot& mine = segment_.slot(rank_);
     gate_.progress = reinterpret_cast<uint64_t*>(&mine.progress);
     gate_.abort = reinterpret_cast<const uint64_t*>(&segment_.header().abort);
+    lifetime::register_gate(&gate_);  // closed in a forked child
 }
 
 void NodeComm::use_layout(const topo::Layout& layout, const topo::Machine* machine) {
@@ -411,6 +413,7 @@ Status NodeComm::setup_scratch(const gpucoll_bootstrap_t& bs, bool segment_ok) {
 }
 
 NodeComm::~NodeComm() {
+    lifetime::unregister_gate(&gate_);
     ProgressAgent::instance().forget(this);  // first: the agent may be advancing our queue
     std::lock_guard lock(lock_);
     DeviceScope on_device;  // calls still queued end on our GPU

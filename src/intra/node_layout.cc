@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/immortal.h"
 #include "common/machine.h"
 #include "topo/report.h"
 
@@ -20,11 +21,12 @@ const topo::Machine* node_machine(const std::string& xml_file, const std::string
     // Discovery reads the whole PCI tree (milliseconds): once per process and
     // pair of files. Entries are never removed, so pointers stay valid.
     static std::mutex lock;
-    static std::map<std::pair<std::string, std::string>,
-                    std::pair<std::unique_ptr<topo::Machine>, std::string>>
+    // Never destroyed: a communicator created at exit still finds it.
+    static Immortal<std::map<std::pair<std::string, std::string>,
+                             std::pair<std::unique_ptr<topo::Machine>, std::string>>>
         known;
     std::lock_guard<std::mutex> guard(lock);
-    auto& entry = known[{xml_file, nvlink_file}];
+    auto& entry = (*known)[{xml_file, nvlink_file}];
     if (entry.first == nullptr && entry.second.empty()) {
         auto m = std::make_unique<topo::Machine>();
         topo::Sources sources;

@@ -42,38 +42,11 @@ struct ProgressAgent::Runner {
 };
 
 ProgressAgent& ProgressAgent::instance() {
-    static ProgressAgent agent;
-    return agent;
+    static Immortal<ProgressAgent> agent;
+    return *agent;
 }
 
 bool ProgressAgent::on_agent_thread() { return t_on_agent; }
-
-// At exit, communicators are normally gone (MPI_Finalize), and with them
-// their threads. A thread still inside a call (a program that exits
-// without finalizing, a peer that died) may never come back: it is left
-// running, and its state leaked, rather than joined.
-ProgressAgent::~ProgressAgent() {
-    std::vector<std::unique_ptr<Runner>> runners;
-    {
-        std::lock_guard lock(mutex_);
-        runners.swap(runners_);
-        for (auto& r : runners) r->stop = true;
-    }
-    for (auto& r : runners) {
-        r->changed.notify_all();
-        bool busy;
-        {
-            std::lock_guard lock(mutex_);
-            busy = r->busy;
-        }
-        if (busy) {
-            r->thread.detach();
-            (void)r.release();
-        } else if (r->thread.joinable()) {
-            r->thread.join();
-        }
-    }
-}
 
 void ProgressAgent::watch(NodeComm* c, Mode mode) {
     std::lock_guard lock(mutex_);

@@ -26,12 +26,17 @@
 #include <thread>
 #include <vector>
 
+#include "common/immortal.h"
+
 namespace gpucoll::intra {
 
 class NodeComm;
 
 class ProgressAgent {
 public:
+    // Never destroyed: at exit, and in a child created by fork() (which has
+    // the threads' state but not the threads), there is nothing to stop or
+    // join; the threads of communicators still alive end with the process.
     static ProgressAgent& instance();
 
     // Off: no thread. Eager: it takes a call over as soon as the application
@@ -53,11 +58,11 @@ public:
     // polling (computes).
     void note_poll() { polls_.fetch_add(1, std::memory_order_relaxed); }
 
-    ~ProgressAgent();
-
 private:
+    friend class Immortal<ProgressAgent>;
     struct Runner;
     ProgressAgent() = default;
+    ~ProgressAgent() = delete;  // see instance()
     void loop(Runner& r);
 
     std::mutex mutex_;  // the runners and their fields

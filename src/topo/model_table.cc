@@ -9,6 +9,7 @@
 #include <mutex>
 #include <utility>
 
+#include "common/immortal.h"
 namespace gpucoll::topo {
 
 std::string base_preset(const std::string& backend) {
@@ -36,11 +37,12 @@ const ModelParams* load_model(const std::string& spec, const std::string& backen
                               std::string* error) {
     // Entries are never removed: the pointers stay valid for the process.
     static std::mutex lock;
-    static std::map<std::pair<std::string, std::string>,
-                    std::pair<std::unique_ptr<ModelParams>, std::string>>
+    // Never destroyed: a communicator created at exit still finds it.
+    static Immortal<std::map<std::pair<std::string, std::string>,
+                             std::pair<std::unique_ptr<ModelParams>, std::string>>>
         known;
     std::lock_guard<std::mutex> guard(lock);
-    auto& entry = known[{spec, backend}];
+    auto& entry = (*known)[{spec, backend}];
     if (entry.first == nullptr && entry.second.empty()) {
         auto p = std::make_unique<ModelParams>();
         if (resolve_model(spec, backend, p.get(), &entry.second)) entry.first = std::move(p);

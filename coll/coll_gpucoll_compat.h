@@ -13,6 +13,7 @@
  *  communicator id    c_contextid      ompi_comm_get_local_cid()
  *  opal_info_get      char* value      opal_cstring_t**
  *  export macro       OMPI_MODULE_DECLSPEC  OMPI_DECLSPEC
+ *  half precision     none             MPIX_C_FLOAT16 = MPIX_SHORT_FLOAT (mpi-ext.h)
  *
  * Only coll/ includes this (after Open MPI's headers, through coll_gpucoll.h).
  */
@@ -168,6 +169,23 @@ typedef struct mca_coll_gpucoll_nbc_request {
     } data;
 } mca_coll_gpucoll_nbc_request_t;
 OMPI_DECLSPEC extern opal_class_t ompi_coll_base_nbc_request_t_class;
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Half precision. Open MPI 5.0 and later have the shortfloat extension
+ * (mpi-ext.h): MPIX_SHORT_FLOAT, and MPIX_C_FLOAT16 (the same datatype) where
+ * the compiler that built Open MPI has a 16-bit float. 4.1 has neither.
+ * Read from the extension's own macro, not from the series.
+ * ------------------------------------------------------------------------- */
+#if defined(__has_include)
+#if __has_include("mpi-ext.h")
+#include "mpi-ext.h"
+#endif
+#endif
+#if defined(OMPI_HAVE_MPI_EXT_SHORTFLOAT) && OMPI_HAVE_MPI_EXT_SHORTFLOAT && defined(MPIX_C_FLOAT16)
+#define MCA_COLL_GPUCOLL_HAVE_FLOAT16 1
+#else
+#define MCA_COLL_GPUCOLL_HAVE_FLOAT16 0
 #endif
 
 #endif /* MCA_COLL_GPUCOLL_COMPAT_H */

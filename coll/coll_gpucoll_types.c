@@ -73,6 +73,9 @@ static const gpucoll_dtype_entry_t gpucoll_dtypes[] = {
     {MPI_C_LONG_DOUBLE_COMPLEX, GPUCOLL_C_LONG_DOUBLE_COMPLEX},
     {MPI_C_BOOL, GPUCOLL_BOOL},
     {MPI_BYTE, GPUCOLL_BYTE},
+#if MCA_COLL_GPUCOLL_HAVE_FLOAT16
+    {MPIX_C_FLOAT16, GPUCOLL_FLOAT16}, /* also MPIX_SHORT_FLOAT: one datatype */
+#endif
 };
 
 bool mca_coll_gpucoll_map_dtype(const struct ompi_datatype_t* dtype, gpucoll_dtype_t* out) {

@@ -269,8 +269,10 @@ typedef enum gpucoll_dtype {
     GPUCOLL_C_FLOAT_COMPLEX,
     GPUCOLL_C_DOUBLE_COMPLEX,
     GPUCOLL_C_LONG_DOUBLE_COMPLEX,
-    GPUCOLL_BOOL, /* C _Bool */
-    GPUCOLL_BYTE, /* MPI_BYTE: bitwise ops only */
+    GPUCOLL_BOOL,    /* C _Bool */
+    GPUCOLL_BYTE,    /* MPI_BYTE: bitwise ops only */
+    GPUCOLL_FLOAT16, /* IEEE binary16 (MPIX_C_FLOAT16, MPIX_SHORT_FLOAT): a reduction
+                      * of several sources is combined in float and rounded once */
     GPUCOLL_DTYPE_COUNT
 } gpucoll_dtype_t;
 

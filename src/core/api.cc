@@ -81,7 +81,8 @@ constexpr const char* kDtypeNames[GPUCOLL_DTYPE_COUNT] = {"int8",
                                                           "c_double_complex",
                                                           "c_long_double_complex",
                                                           "bool",
-                                                          "byte"};
+                                                          "byte",
+                                                          "float16"};
 constexpr const char* kOpNames[GPUCOLL_OP_COUNT] = {"sum", "prod", "min",  "max", "land",
                                                     "lor", "lxor", "band", "bor", "bxor"};
 

@@ -5,11 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "gpucoll.h"
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define GPUCOLL_HD __host__ __device__ __forceinline__
 #else
 #define GPUCOLL_HD inline
@@ -65,6 +67,50 @@ GPUCOLL_HD bool operator==(Complex<T> a, Complex<T> b) {
     return a.re == b.re && a.im == b.im;
 }
 
+// IEEE binary16 as stored (MPIX_C_FLOAT16, MPIX_SHORT_FLOAT): its bits. It
+// has no arithmetic of its own: reductions convert to float (exactly), combine
+// there, and round to nearest even once, when the result is stored (Accum).
+struct Half {
+    uint16_t bits;
+};
+GPUCOLL_HD float half_to_float(Half h) {
+#if defined(__CUDACC__)
+    __half_raw raw;
+    raw.x = h.bits;
+    return __half2float(__half(raw));
+#else
+    _Float16 v;
+    std::memcpy(&v, &h.bits, sizeof v);
+    return static_cast<float>(v);
+#endif
+}
+GPUCOLL_HD Half float_to_half(float f) {
+#if defined(__CUDACC__)
+    const __half_raw raw = __float2half_rn(f);
+    return {raw.x};
+#else
+    const auto v = static_cast<_Float16>(f);  // round to nearest even
+    Half h;
+    std::memcpy(&h.bits, &v, sizeof h.bits);
+    return h;
+#endif
+}
+
+// The type a reduction combines elements of storage type S in, and the
+// conversions in and out: S itself, except binary16, combined in float.
+template <typename S>
+struct Accum {
+    using type = S;
+    static GPUCOLL_HD S load(S v) { return v; }
+    static GPUCOLL_HD S store(S v) { return v; }
+};
+template <>
+struct Accum<Half> {
+    using type = float;
+    static GPUCOLL_HD float load(Half v) { return half_to_float(v); }
+    static GPUCOLL_HD Half store(float v) { return float_to_half(v); }
+};
+
 // ---- element type of each gpucoll_dtype_t ----------------------------------
 template <gpucoll_dtype_t D>
 struct TypeOf;
@@ -89,15 +135,18 @@ GPUCOLL_TYPEOF(GPUCOLL_C_DOUBLE_COMPLEX, Complex<double>);
 GPUCOLL_TYPEOF(GPUCOLL_C_LONG_DOUBLE_COMPLEX, Complex<long double>);
 GPUCOLL_TYPEOF(GPUCOLL_BOOL, bool);
 GPUCOLL_TYPEOF(GPUCOLL_BYTE, uint8_t);
+GPUCOLL_TYPEOF(GPUCOLL_FLOAT16, Half);
 #undef GPUCOLL_TYPEOF
 
 // Every gpucoll_dtype_t, for switches that handle each one alike.
-#define GPUCOLL_FOREACH_DTYPE(X)                                                          \
-    X(GPUCOLL_INT8)                                                                       \
-    X(GPUCOLL_INT16) X(GPUCOLL_INT32) X(GPUCOLL_INT64) X(GPUCOLL_UINT8) X(GPUCOLL_UINT16) \
-        X(GPUCOLL_UINT32) X(GPUCOLL_UINT64) X(GPUCOLL_FLOAT) X(GPUCOLL_DOUBLE)            \
-            X(GPUCOLL_LONG_DOUBLE) X(GPUCOLL_C_FLOAT_COMPLEX) X(GPUCOLL_C_DOUBLE_COMPLEX) \
-                X(GPUCOLL_C_LONG_DOUBLE_COMPLEX) X(GPUCOLL_BOOL) X(GPUCOLL_BYTE)
+#define GPUCOLL_FOREACH_DTYPE(X)                                                           \
+    X(GPUCOLL_INT8)                                                                        \
+    X(GPUCOLL_INT16)                                                                       \
+    X(GPUCOLL_INT32) X(GPUCOLL_INT64) X(GPUCOLL_UINT8) X(GPUCOLL_UINT16) X(GPUCOLL_UINT32) \
+        X(GPUCOLL_UINT64) X(GPUCOLL_FLOAT) X(GPUCOLL_DOUBLE) X(GPUCOLL_LONG_DOUBLE)        \
+            X(GPUCOLL_C_FLOAT_COMPLEX) X(GPUCOLL_C_DOUBLE_COMPLEX)                         \
+                X(GPUCOLL_C_LONG_DOUBLE_COMPLEX) X(GPUCOLL_BOOL) X(GPUCOLL_BYTE)           \
+                    X(GPUCOLL_FLOAT16)
 
 // Size in bytes of one element of d (0 for an unknown d).
 constexpr size_t dtype_size(gpucoll_dtype_t d) {
@@ -120,6 +169,7 @@ constexpr Kind kind_of(gpucoll_dtype_t d) {
         case GPUCOLL_FLOAT:
         case GPUCOLL_DOUBLE:
         case GPUCOLL_LONG_DOUBLE:
+        case GPUCOLL_FLOAT16:
             return Kind::Floating;
         case GPUCOLL_C_FLOAT_COMPLEX:
         case GPUCOLL_C_DOUBLE_COMPLEX:

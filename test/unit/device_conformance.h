@@ -594,6 +594,60 @@ TEST_P(DeviceConformance, ComplexProductIsBitExact) {
     run(double{}, GPUCOLL_C_DOUBLE_COMPLEX);
 }
 
+// binary16 with every mantissa bit in use and both signs, so that sums and
+// products round: the reduction combines up to kReduceMaxSources (8) sources
+// in float and rounds once, so it equals the float-accumulated reference bit
+// for bit (within half an ulp of the exact result), where rounding after each
+// step would not.
+TEST_P(DeviceConformance, Float16CombinesInFloatAndRoundsOnce) {
+    constexpr size_t kCount = 3001;  // not a multiple of a 16-byte pack of halves
+    uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+    for (gpucoll_op_t op : {GPUCOLL_OP_SUM, GPUCOLL_OP_PROD, GPUCOLL_OP_MIN, GPUCOLL_OP_MAX}) {
+        for (int nsrc : {2, 3, 7, 8}) {
+            SCOPED_TRACE(testing::Message() << reference::op_label(op) << " nsrc " << nsrc);
+            std::vector<std::vector<reference::F16>> in(static_cast<size_t>(nsrc),
+                                                        std::vector<reference::F16>(kCount));
+            for (auto& v : in)
+                for (auto& x : v) {
+                    // sign, exponent 2^-6 .. 2^0 (biased 9..15), any mantissa
+                    const uint32_t r = next() >> 8;
+                    x.bits = uint16_t(((r & 1u) << 15) | ((9u + (r >> 1) % 7u) << 10) |
+                                      ((r >> 4) & 0x3ffu));
+                }
+            std::vector<const void*> host;
+            std::vector<std::unique_ptr<conformance::DeviceMemory>> bufs;
+            std::vector<const void*> srcs;
+            for (int k = 0; k < nsrc; ++k) {
+                host.push_back(in[k].data());
+                bufs.push_back(std::make_unique<conformance::DeviceMemory>(dev_.get(), kCount * 2));
+                ASSERT_DEV_OK(bufs.back()->status());
+                upload(bufs.back()->get(), in[k].data(), kCount * 2);
+                srcs.push_back(bufs.back()->get());
+            }
+            conformance::DeviceMemory dst(dev_.get(), kCount * 2);
+            ASSERT_DEV_OK(dst.status());
+            ASSERT_DEV_OK(
+                dev_->reduce(dst.get(), srcs.data(), nsrc, kCount, GPUCOLL_FLOAT16, op, nullptr));
+            const std::vector<unsigned char> got = download(dst.get(), kCount * 2);
+            std::vector<reference::F16> want(kCount);
+            reference::reduce(GPUCOLL_FLOAT16, op, host, kCount, want.data());
+            EXPECT_EQ(reference::compare(GPUCOLL_FLOAT16, want.data(), got.data(), kCount), "");
+            // Rounding after every step gives other bits somewhere (the check
+            // above can tell the two apart).
+            size_t stepwise_differs = 0;
+            for (size_t i = 0; i < kCount; ++i) {
+                reference::F16 acc = in[0][i];
+                for (int k = 1; k < nsrc; ++k) acc = reference::combine(op, acc, in[k][i]);
+                stepwise_differs += acc.bits != want[i].bits;
+            }
+            if ((op == GPUCOLL_OP_SUM || op == GPUCOLL_OP_PROD) && nsrc > 2) {
+                EXPECT_GT(stepwise_differs, 0u);
+            }
+        }
+    }
+}
+
 TEST_P(DeviceConformance, ReduceInPlace) {
     constexpr size_t kCount = 1001;
     const gpucoll_dtype_t dtypes[] = {

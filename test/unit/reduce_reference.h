@@ -31,6 +31,23 @@ struct Bool8 {  // C _Bool as stored: one byte, 0 or 1
 struct Byte8 {  // MPI_BYTE
     uint8_t v;
 };
+// IEEE binary16 as stored; converted with the compiler's _Float16 (not with
+// reduce_ops.h's conversions, which this checks). A reduction of several
+// sources is accumulated in float, left to right, and rounded once.
+struct F16 {
+    uint16_t bits;
+};
+inline float f16_to_float(F16 h) {
+    _Float16 v;
+    std::memcpy(&v, &h.bits, sizeof v);
+    return static_cast<float>(v);
+}
+inline F16 f16_from_float(float f) {
+    const auto v = static_cast<_Float16>(f);
+    F16 h;
+    std::memcpy(&h.bits, &v, sizeof h.bits);
+    return h;
+}
 
 const gpucoll_dtype_t kAllDtypes[] = {
     GPUCOLL_INT8,
@@ -49,6 +66,7 @@ const gpucoll_dtype_t kAllDtypes[] = {
     GPUCOLL_C_LONG_DOUBLE_COMPLEX,
     GPUCOLL_BOOL,
     GPUCOLL_BYTE,
+    GPUCOLL_FLOAT16,
 };
 const gpucoll_op_t kAllOps[] = {
     GPUCOLL_OP_SUM, GPUCOLL_OP_PROD, GPUCOLL_OP_MIN,  GPUCOLL_OP_MAX, GPUCOLL_OP_LAND,
@@ -71,7 +89,8 @@ inline const char* dtype_label(gpucoll_dtype_t d) {
                                         "c_double_complex",
                                         "c_long_double_complex",
                                         "bool",
-                                        "byte"};
+                                        "byte",
+                                        "float16"};
     return d >= 0 && d < GPUCOLL_DTYPE_COUNT ? names[d] : "?";
 }
 inline const char* op_label(gpucoll_op_t op) {
@@ -100,6 +119,7 @@ inline bool mpi_defines(gpucoll_dtype_t d, gpucoll_op_t op) {
         "1100000000",  // long double complex
         "0000111000",  // bool
         "0000000111",  // byte
+        "1111000000",  // float16
     };
     if (d < 0 || d >= GPUCOLL_DTYPE_COUNT || op < 0 || op >= GPUCOLL_OP_COUNT) return false;
     return table[d][op] == '1';
@@ -141,6 +161,8 @@ void with_type(gpucoll_dtype_t d, F&& f) {
             return f(Bool8{});
         case GPUCOLL_BYTE:
             return f(Byte8{});
+        case GPUCOLL_FLOAT16:
+            return f(F16{});
         default:
             return;
     }
@@ -208,6 +230,8 @@ T combine(gpucoll_op_t op, T a, T b) {
             default:
                 return T{};
         }
+    } else if constexpr (std::is_same_v<T, F16>) {  // one step: rounded at once
+        return f16_from_float(combine(op, f16_to_float(a), f16_to_float(b)));
     } else if constexpr (std::is_same_v<T, Bool8>) {
         const bool x = a.v != 0, y = b.v != 0;
         switch (op) {
@@ -252,9 +276,17 @@ inline void reduce(gpucoll_dtype_t d, gpucoll_op_t op, const std::vector<const v
     with_type(d, [&](auto t) {
         using T = decltype(t);
         for (size_t i = 0; i < count; ++i) {
-            T acc = load<T>(srcs[0], i);
-            for (size_t k = 1; k < srcs.size(); ++k) acc = combine(op, acc, load<T>(srcs[k], i));
-            store(out, i, acc);
+            if constexpr (std::is_same_v<T, F16>) {
+                float acc = f16_to_float(load<T>(srcs[0], i));
+                for (size_t k = 1; k < srcs.size(); ++k)
+                    acc = combine(op, acc, f16_to_float(load<T>(srcs[k], i)));
+                store(out, i, f16_from_float(acc));
+            } else {
+                T acc = load<T>(srcs[0], i);
+                for (size_t k = 1; k < srcs.size(); ++k)
+                    acc = combine(op, acc, load<T>(srcs[k], i));
+                store(out, i, acc);
+            }
         }
     });
 }
@@ -276,6 +308,8 @@ T value(size_t i, int s) {
         const int m = static_cast<int>((i * 3 + static_cast<size_t>(s) * 5) % 5);  // 0..4
         using R = decltype(T{}.re);
         return {static_cast<R>(k % 5 - 2), static_cast<R>(m - 2)};
+    } else if constexpr (std::is_same_v<T, F16>) {
+        return f16_from_float(static_cast<float>(k - 4));
     } else if constexpr (std::is_same_v<T, Bool8>) {
         return {uint8_t(k % 3 != 0)};
     } else {
@@ -303,6 +337,8 @@ bool same_value(T a, T b) {
         return a.re == b.re && a.im == b.im;
     } else if constexpr (std::is_same_v<T, Bool8> || std::is_same_v<T, Byte8>) {
         return a.v == b.v;
+    } else if constexpr (std::is_same_v<T, F16>) {
+        return a.bits == b.bits;  // the same bits: one rounding, in the same order
     } else {
         return a == b;
     }
@@ -314,6 +350,8 @@ void print_value(std::ostream& os, T v) {
         os << "(" << v.re << "," << v.im << ")";
     } else if constexpr (std::is_same_v<T, Bool8> || std::is_same_v<T, Byte8>) {
         os << int(v.v);
+    } else if constexpr (std::is_same_v<T, F16>) {
+        os << f16_to_float(v) << " (0x" << std::hex << v.bits << std::dec << ")";
     } else if constexpr (std::is_integral_v<T>) {
         os << +v;
     } else {

@@ -260,6 +260,7 @@ TEST(ApiTypes, SizesMatchTheCTypes) {
     EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_C_LONG_DOUBLE_COMPLEX), sizeof(long double _Complex));
     EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_BOOL), sizeof(bool));
     EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_BYTE), 1u);
+    EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_FLOAT16), 2u);
     EXPECT_EQ(gpucoll_dtype_size(GPUCOLL_DTYPE_COUNT), 0u);
     EXPECT_TRUE(gpucoll_op_valid(GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_OP_PROD));
     EXPECT_FALSE(gpucoll_op_valid(GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_OP_MAX));
@@ -267,6 +268,7 @@ TEST(ApiTypes, SizesMatchTheCTypes) {
     EXPECT_TRUE(gpucoll_op_valid(GPUCOLL_BOOL, GPUCOLL_OP_LXOR));
     EXPECT_FALSE(gpucoll_op_valid(GPUCOLL_BYTE, GPUCOLL_OP_SUM));
     EXPECT_STREQ(gpucoll_dtype_name(GPUCOLL_C_DOUBLE_COMPLEX), "c_double_complex");
+    EXPECT_STREQ(gpucoll_dtype_name(GPUCOLL_FLOAT16), "float16");
     EXPECT_STREQ(gpucoll_op_name(GPUCOLL_OP_BXOR), "bxor");
 }
 

@@ -40,6 +40,10 @@ TEST(OpValid, SpotChecks) {
     EXPECT_FALSE(op_valid(GPUCOLL_BYTE, GPUCOLL_OP_SUM));
     EXPECT_TRUE(op_valid(GPUCOLL_UINT64, GPUCOLL_OP_LXOR));
     EXPECT_TRUE(op_valid(GPUCOLL_INT8, GPUCOLL_OP_BAND));
+    EXPECT_TRUE(op_valid(GPUCOLL_FLOAT16, GPUCOLL_OP_PROD));
+    EXPECT_TRUE(op_valid(GPUCOLL_FLOAT16, GPUCOLL_OP_MIN));
+    EXPECT_FALSE(op_valid(GPUCOLL_FLOAT16, GPUCOLL_OP_LAND));
+    EXPECT_FALSE(op_valid(GPUCOLL_FLOAT16, GPUCOLL_OP_BXOR));
 }
 
 TEST(OpValid, RejectsOutOfRangeEnums) {
@@ -164,7 +168,8 @@ TEST(Functors, AgreeWithReferenceForEveryValidPair) {
                     T x, y;
                     std::memcpy(&x, a.data() + i * sizeof(T), sizeof(T));
                     std::memcpy(&y, b.data() + i * sizeof(T), sizeof(T));
-                    const T r = Op_<Op>::apply(x, y);
+                    using Acc = gpucoll::reduce::Accum<T>;  // binary16: in float
+                    const T r = Acc::store(Op_<Op>::apply(Acc::load(x), Acc::load(y)));
                     std::memcpy(actual.data() + i * sizeof(T), &r, sizeof(T));
                 }
             });
@@ -205,6 +210,16 @@ TEST(Reference, HandComputedValues) {
     reference::reduce(GPUCOLL_C_DOUBLE_COMPLEX, GPUCOLL_OP_PROD, {ac, bc}, 1, outc);
     EXPECT_EQ(outc[0], -5);
     EXPECT_EQ(outc[1], 10);
+
+    // binary16 1 + 2^-11 + 2^-11: accumulated in float, 1 + 2^-10 (0x3c01);
+    // rounded after each step, 1 (ties to even, twice).
+    const uint16_t one[] = {0x3c00}, tiny[] = {0x1000};
+    uint16_t out16[1];
+    reference::reduce(GPUCOLL_FLOAT16, GPUCOLL_OP_SUM, {one, tiny, tiny}, 1, out16);
+    EXPECT_EQ(out16[0], 0x3c01);
+    EXPECT_EQ(
+        reference::combine(GPUCOLL_OP_SUM, reference::F16{0x3c00}, reference::F16{0x1000}).bits,
+        0x3c00);
 }
 
 TEST(Reference, GeneratedInputsCoverBothTruthValuesAndDifferPerSource) {

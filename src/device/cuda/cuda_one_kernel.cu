@@ -96,9 +96,11 @@ __global__ void __launch_bounds__(kThreads) allreduce_one_kernel(const OneKernel
     // 4. All slots in rank order: the same result, bit for bit, everywhere.
     const bool aligned = reinterpret_cast<uintptr_t>(c.output) % alignof(T) == 0;
     for (size_t i = t; i < c.count; i += blockDim.x) {
-        T acc = load_slot<T>(c.slots[0], i);
+        using Acc = reduce::Accum<T>;  // binary16: combined in float, rounded once
+        auto sum = Acc::load(load_slot<T>(c.slots[0], i));
         for (int p = 1; p < c.size; ++p)
-            acc = reduce::Op_<O>::apply(acc, load_slot<T>(c.slots[p], i));
+            sum = reduce::Op_<O>::apply(sum, Acc::load(load_slot<T>(c.slots[p], i)));
+        const T acc = Acc::store(sum);
         if (aligned) {
             static_cast<T*>(c.output)[i] = acc;
         } else {

@@ -97,14 +97,18 @@ __device__ __forceinline__ void store_element(void* base, size_t i, const T& v) 
 // loop is unrolled to the compile-time bound, so every src[] index is a
 // constant (kernel parameters stay in registers, never in local memory) and
 // the predicated loads of all sources can be in flight together.
+// Sources combine in reduce::Accum<T>'s type (T, or float for binary16) and
+// the result is rounded to T once, when it is stored.
 template <typename T, gpucoll_op_t O, Access A>
 __device__ __forceinline__ void reduce_element(const ReduceArgs& a, size_t i) {
-    T acc = load_element<T, A>(a.src[0], i);
+    using Acc = reduce::Accum<T>;
+    auto acc = Acc::load(load_element<T, A>(a.src[0], i));
 #pragma unroll
     for (int s = 1; s < kReduceMaxSources; ++s) {
-        if (s < a.nsrc) acc = reduce::Op_<O>::apply(acc, load_element<T, A>(a.src[s], i));
+        if (s < a.nsrc)
+            acc = reduce::Op_<O>::apply(acc, Acc::load(load_element<T, A>(a.src[s], i)));
     }
-    store_element<T, A>(a.dst, i, acc);
+    store_element<T, A>(a.dst, i, Acc::store(acc));
 }
 
 template <typename T, gpucoll_op_t O, Access A>
@@ -113,19 +117,26 @@ __global__ void __launch_bounds__(kReduceBlock) reduce_kernel(const ReduceArgs a
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     if constexpr (A == Access::Vector) {
         const size_t skip = a.head * sizeof(T);  // bytes up to the 16-byte boundary
+        using Acc = reduce::Accum<T>;
         for (size_t p = first; p < a.npacks; p += stride) {
-            Pack<T> acc = load_pack<T>(static_cast<const char*>(a.src[0]) + skip, p);
+            const Pack<T> x0 = load_pack<T>(static_cast<const char*>(a.src[0]) + skip, p);
+            typename Acc::type acc[Pack<T>::kN];
+#pragma unroll
+            for (int k = 0; k < Pack<T>::kN; ++k) acc[k] = Acc::load(x0.v[k]);
 #pragma unroll
             for (int s = 1; s < kReduceMaxSources; ++s) {
                 if (s < a.nsrc) {
                     const Pack<T> x = load_pack<T>(static_cast<const char*>(a.src[s]) + skip, p);
 #pragma unroll
                     for (int k = 0; k < Pack<T>::kN; ++k) {
-                        acc.v[k] = reduce::Op_<O>::apply(acc.v[k], x.v[k]);
+                        acc[k] = reduce::Op_<O>::apply(acc[k], Acc::load(x.v[k]));
                     }
                 }
             }
-            store_pack<T>(static_cast<char*>(a.dst) + skip, p, acc);
+            Pack<T> out;
+#pragma unroll
+            for (int k = 0; k < Pack<T>::kN; ++k) out.v[k] = Acc::store(acc[k]);
+            store_pack<T>(static_cast<char*>(a.dst) + skip, p, out);
         }
         // Head [0, head) and tail [tail, count): fewer than 2 packs' worth of
         // elements, numbered e = 0..edges-1 across the grid.
@@ -195,7 +206,8 @@ Status run(void* dst, const void* const* srcs, int nsrc, size_t count, int max_b
     a.npacks = layout.npacks;
     // First launch: up to kReduceMaxSources sources. Later launches fold the
     // next kReduceMaxSources-1 sources into dst, which is their source 0; the
-    // order of combination stays left to right.
+    // order of combination stays left to right (binary16 is rounded once per
+    // launch: once for up to kReduceMaxSources sources).
     int next = 0;
     for (int launch_no = 0; next < nsrc; ++launch_no) {
         int n = 0;

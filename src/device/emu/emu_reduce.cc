@@ -21,14 +21,16 @@ constexpr size_t kBlockBytes = 8192;
 template <typename T>
 using Storage = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
 
-template <gpucoll_op_t Op, typename S, size_t N>
-void combine_full_block(S* __restrict acc, const S* __restrict src) {
-    for (size_t i = 0; i < N; ++i) acc[i] = reduce::Op_<Op>::apply(acc[i], src[i]);
+template <gpucoll_op_t Op, typename A, typename S, size_t N>
+void combine_full_block(A* __restrict acc, const S* __restrict src) {
+    for (size_t i = 0; i < N; ++i)
+        acc[i] = reduce::Op_<Op>::apply(acc[i], reduce::Accum<S>::load(src[i]));
 }
 
-template <gpucoll_op_t Op, typename S>
-void combine_partial_block(S* __restrict acc, const S* __restrict src, size_t n) {
-    for (size_t i = 0; i < n; ++i) acc[i] = reduce::Op_<Op>::apply(acc[i], src[i]);
+template <gpucoll_op_t Op, typename A, typename S>
+void combine_partial_block(A* __restrict acc, const S* __restrict src, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        acc[i] = reduce::Op_<Op>::apply(acc[i], reduce::Accum<S>::load(src[i]));
 }
 
 template <typename S>
@@ -36,15 +38,25 @@ bool is_aligned(const std::byte* p) {
     return reinterpret_cast<uintptr_t>(p) % alignof(S) == 0;
 }
 
+// Sources are combined in the accumulator type A (S itself, float for
+// binary16): a block of srcs[0] is loaded into it, every further source
+// combined in, and the block rounded to S once, when it is stored.
 template <gpucoll_op_t Op, typename S>
 void reduce_blocks(std::byte* dst, const void* const* srcs, int nsrc, size_t count) {
+    using Acc = reduce::Accum<S>;
+    using A = typename Acc::type;
     constexpr size_t kElems = kBlockBytes / sizeof(S);
-    alignas(64) S acc[kElems];
+    alignas(64) A acc[kElems];
     alignas(64) S staged[kElems];  // a misaligned source block, copied to alignment
     for (size_t first = 0; first < count; first += kElems) {
         const size_t n = std::min(kElems, count - first);
         const size_t offset = first * sizeof(S);
-        std::memcpy(acc, static_cast<const std::byte*>(srcs[0]) + offset, n * sizeof(S));
+        if constexpr (std::is_same_v<A, S>) {
+            std::memcpy(acc, static_cast<const std::byte*>(srcs[0]) + offset, n * sizeof(S));
+        } else {
+            std::memcpy(staged, static_cast<const std::byte*>(srcs[0]) + offset, n * sizeof(S));
+            for (size_t i = 0; i < n; ++i) acc[i] = Acc::load(staged[i]);
+        }
         for (int k = 1; k < nsrc; ++k) {
             const std::byte* p = static_cast<const std::byte*>(srcs[k]) + offset;
             const S* src = staged;
@@ -54,12 +66,17 @@ void reduce_blocks(std::byte* dst, const void* const* srcs, int nsrc, size_t cou
                 std::memcpy(staged, p, n * sizeof(S));
             }
             if (n == kElems) {
-                combine_full_block<Op, S, kElems>(acc, src);
+                combine_full_block<Op, A, S, kElems>(acc, src);
             } else {
                 combine_partial_block<Op>(acc, src, n);
             }
         }
-        std::memcpy(dst + offset, acc, n * sizeof(S));
+        if constexpr (std::is_same_v<A, S>) {
+            std::memcpy(dst + offset, acc, n * sizeof(S));
+        } else {
+            for (size_t i = 0; i < n; ++i) staged[i] = Acc::store(acc[i]);
+            std::memcpy(dst + offset, staged, n * sizeof(S));
+        }
     }
 }
 

@@ -121,6 +121,7 @@ typedef struct mca_coll_gpucoll_component_t {
     bool timing;             /* per-step times of accelerated calls, printed at finalize */
     char* rail_devices;      /* the NIC of each GPU, given (NULL: discovered) */
     int wait_warning;        /* seconds a blocking wait lasts before it says so (0: never) */
+    int max_comms;           /* communicators with an accelerated path at once (0: no bound) */
     int version_check;       /* MCA_COLL_GPUCOLL_VERSION_CHECK_* */
 
     /* state */
@@ -274,6 +275,7 @@ typedef struct mca_coll_gpucoll_sbuf {
     bool pinned;        /* heap is pinned host memory (gpucoll_malloc_host) */
     bool pooled;        /* heap comes from (and goes back to) the nonblocking pool */
     bool mapped;        /* heap is an anonymous mapping of bytes (a refused span: zeros) */
+    bool reserved;      /* heap is a piece of the reserve of zeros (refused, no mapping left) */
     void* heap;         /* allocation owned by this call, or NULL */
     size_t cap;         /* pooled: the capacity of heap */
 } mca_coll_gpucoll_sbuf_t;
@@ -283,10 +285,14 @@ typedef struct mca_coll_gpucoll_staging {
     bool own_slots;  /* this call holds the library's pinned staging slots */
     bool persistent; /* allocations live as long as a persistent request */
     bool pooled;     /* nonblocking: host copies from the pool of pinned buffers */
-    /* A device buffer of this rank does not fit its allocation: the rank
-     * still takes part in the host collective (on zeros, so that no peer
-     * hangs) but writes nothing and returns MPI_ERR_BUFFER. */
+    /* A device buffer of this rank does not fit its allocation
+     * (refused_error MPI_ERR_BUFFER), or this rank has no host memory to
+     * stage it (MPI_ERR_NO_MEM): the rank still takes part in the host
+     * collective (on zeros, so that no peer hangs) but writes nothing and
+     * returns refused_error. */
     bool refused;
+    int refused_error;
+    bool holds_reserve; /* some buffer's zeros are the process's reserve */
     uint64_t copied;
     int error; /* describe: the MPI error of a refused call */
     mca_coll_gpucoll_sbuf_t buf[MCA_COLL_GPUCOLL_STAGE_MAX];
@@ -304,6 +310,12 @@ void mca_coll_gpucoll_span(size_t count, const struct ompi_datatype_t* dtype, pt
                            size_t* bytes);
 /* Writing count elements of dtype leaves no byte of their span untouched. */
 bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype);
+/* count elements of dtype are one contiguous block, for any count (MPI-4's
+ * large counts included: Open MPI's test takes an int32_t count, and two
+ * elements that abut, each contiguous, make any number of them contiguous). */
+static inline bool mca_coll_gpucoll_contiguous(const struct ompi_datatype_t* dtype, size_t count) {
+    return ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)(count < 2 ? count : 2));
+}
 /* The bytes that blocks cover in a buffer at user, as copy runs relative to
  * user (coll_gpucoll_layout.c): adjacent bytes merged, equal blocks at a
  * constant stride as one 2D run. *runs is malloc'ed (*nruns of them, *bytes
@@ -330,6 +342,13 @@ int mca_coll_gpucoll_staging_begin(mca_coll_gpucoll_staging_t* c);
 int mca_coll_gpucoll_staging_end(mca_coll_gpucoll_staging_t* c, int rc);
 /* Frees the pinned buffers nonblocking calls keep for reuse (component close). */
 void mca_coll_gpucoll_staging_pool_release(void);
+/* The reserve of zeros for a rank that cannot stage: one mapping made once,
+ * while mappings can still be made (backend ready), and given back at
+ * component close. */
+void mca_coll_gpucoll_staging_reserve(void);
+void mca_coll_gpucoll_staging_unreserve(void);
+/* Reads GPUCOLL_TEST_STAGING_FAIL (tests: make staging allocations fail). */
+void mca_coll_gpucoll_staging_test_hook(void);
 
 /* Counts a call this rank hands to the saved module untouched. */
 static inline void mca_coll_gpucoll_record_delegated(gpucoll_coll_t coll, gpucoll_form_t form) {

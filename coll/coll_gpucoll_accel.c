@@ -174,6 +174,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.rails = c->rails ? 1 : 0;
     config.rail_devices = c->rail_devices;
     config.wait_warning_s = c->wait_warning;
+    config.max_comms = c->max_comms;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),
@@ -276,8 +277,8 @@ void mca_coll_gpucoll_describe_bytes(gpucoll_call_t* call, size_t count,
     /* Packed contiguous bytes starting at the buffer (no padding between
      * elements, which allgather's blocks would otherwise lose): anything else
      * is staged. */
-    call->eligible = count <= INT32_MAX && 0 == true_lb && 0 == lb && extent == (ptrdiff_t)size &&
-                     ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
+    call->eligible = 0 == true_lb && 0 == lb && extent == (ptrdiff_t)size &&
+                     mca_coll_gpucoll_contiguous(dtype, count);
 }
 
 /* ---------------------------------------------------------------------------

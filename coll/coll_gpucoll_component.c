@@ -44,6 +44,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .progress_thread = -1,
     .rails = true,
     .wait_warning = 60,
+    .max_comms = 256,
     .version_check = MCA_COLL_GPUCOLL_VERSION_CHECK_EXACT,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
@@ -304,6 +305,16 @@ static const gpucoll_param_t gpucoll_params[] = {
      "speed (docs/performance.md). Untested on a real network.",
      MCA_BASE_VAR_TYPE_INT, gpucoll_inter_bcast_values, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.inter_bcast},
+    {"max_comms",
+     "At most this many communicators of a process hold an accelerated path at once (0: no "
+     "bound). Each holds two one-shot scratch slots of device memory "
+     "(coll_gpucoll_allreduce_one_shot_max each) and some memory mappings (on emu 13 and a file "
+     "descriptor per rank at 4 ranks); thousands would exhaust the kernel's vm.max_map_count. A "
+     "communicator created while any of its ranks is at the bound stages its device buffers "
+     "(said once per process; with coll_gpucoll_verbose 1 per communicator); freeing "
+     "communicators makes room for later ones.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.max_comms},
     {"inter_chunk_size",
      "Pipeline chunk (bytes) between nodes when device memory cannot go to UCX directly (UCX "
      "without CUDA support, e.g. Debian's): the device-to-host copy of a chunk overlaps the "
@@ -452,6 +463,7 @@ static int gpucoll_close(void) {
         gpucoll_staging_release();
         mca_coll_gpucoll_nonblocking_fini();
         mca_coll_gpucoll_staging_pool_release();
+        mca_coll_gpucoll_staging_unreserve();
         gpucoll_finalize(); /* the inter-node transport, before Open MPI's network goes */
     }
     mca_coll_gpucoll_component.backend_ready = false;
@@ -517,6 +529,8 @@ int mca_coll_gpucoll_init_query(bool enable_progress_threads, bool enable_mpi_th
                       (size_t)GPUCOLL_INTER_CHUNK_MAX_BYTES, bounded);
         c->inter_chunk_size = bounded;
     }
+    mca_coll_gpucoll_staging_test_hook();
+    mca_coll_gpucoll_staging_reserve();
     c->backend_ready = true;
     gpucoll_timing_enable(c->timing);
     GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,

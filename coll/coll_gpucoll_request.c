@@ -43,7 +43,7 @@ OBJ_CLASS_INSTANCE(mca_coll_gpucoll_request_t, ompi_coll_base_nbc_request_t,
 static void gpucoll_request_finish(mca_coll_gpucoll_request_t* r, int rc) {
     ompi_request_t* req = &r->super.super;
     if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_out(&r->staging);
-    if (OMPI_SUCCESS == rc && r->staging.refused) rc = MPI_ERR_BUFFER;
+    if (OMPI_SUCCESS == rc && r->staging.refused) rc = r->staging.refused_error;
     if (!req->req_persistent) {
         /* Nothing reads the host copies any more: give them back now rather
          * than when the application frees the request. */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "coll_gpucoll.h"
 
@@ -71,7 +72,7 @@ const void* mca_coll_gpucoll_bottom(size_t count, const struct ompi_datatype_t* 
 /* True when a collective that writes count elements of dtype leaves no byte
  * of their span untouched. */
 bool mca_coll_gpucoll_fills_span(size_t count, const struct ompi_datatype_t* dtype) {
-    return count <= INT32_MAX && ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t)count);
+    return mca_coll_gpucoll_contiguous(dtype, count);
 }
 
 static atomic_flag gpucoll_slots_busy = ATOMIC_FLAG_INIT;
@@ -196,12 +197,100 @@ void mca_coll_gpucoll_staging_pool_release(void) {
     pool_unlock();
 }
 
+/* ---------------------------------------------------------------------------
+ * The reserve of zeros. A rank that cannot stage a device buffer (no host
+ * memory; or, with thousands of communicators, no mapping left under
+ * vm.max_map_count) must still take part in the host collective, or every
+ * other rank waits in it forever (issue #40, defect 2). It takes part on
+ * zeros: an anonymous mapping made for the call, or where none can be made,
+ * this one made in MPI_Init (MAP_NORESERVE: address space only; the pages
+ * the host module touches are given back after the call). One call at a
+ * time holds it.
+ * ------------------------------------------------------------------------- */
+
+static char* gpucoll_reserve_base;
+static size_t gpucoll_reserve_bytes;
+static atomic_flag gpucoll_reserve_busy = ATOMIC_FLAG_INIT;
+static size_t gpucoll_reserve_used; /* by the call that holds it */
+
+void mca_coll_gpucoll_staging_reserve(void) {
+    if (NULL != gpucoll_reserve_base) return;
+    /* 64 GiB of address space, at most 1/16 of an address-space limit. */
+    size_t want = (size_t)64 << 30;
+    struct rlimit as;
+    if (0 == getrlimit(RLIMIT_AS, &as) && RLIM_INFINITY != as.rlim_cur && as.rlim_cur / 16 < want)
+        want = (size_t)as.rlim_cur / 16;
+    for (; want >= ((size_t)1 << 24); want >>= 1) {
+        void* p = mmap(NULL, want, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (MAP_FAILED != p) {
+            gpucoll_reserve_base = p;
+            gpucoll_reserve_bytes = want;
+            return;
+        }
+    }
+}
+
+void mca_coll_gpucoll_staging_unreserve(void) {
+    if (NULL != gpucoll_reserve_base) munmap(gpucoll_reserve_base, gpucoll_reserve_bytes);
+    gpucoll_reserve_base = NULL;
+    gpucoll_reserve_bytes = 0;
+}
+
+/* bytes of zeros from the reserve for c (held until staging_free), or NULL. */
+static void* gpucoll_reserve_get(mca_coll_gpucoll_staging_t* c, size_t bytes) {
+    if (NULL == gpucoll_reserve_base) return NULL;
+    if (!c->holds_reserve) {
+        if (atomic_flag_test_and_set_explicit(&gpucoll_reserve_busy, memory_order_acquire))
+            return NULL; /* another thread's call holds it */
+        c->holds_reserve = true;
+        gpucoll_reserve_used = 0;
+    }
+    const size_t page = 4096, at = (gpucoll_reserve_used + page - 1) / page * page;
+    if (at > gpucoll_reserve_bytes || bytes > gpucoll_reserve_bytes - at) return NULL;
+    gpucoll_reserve_used = at + bytes;
+    return gpucoll_reserve_base + at;
+}
+
+/* Zeros again, and the touched pages back to the system (no new mapping). */
+static void gpucoll_reserve_put(void) {
+    if (gpucoll_reserve_used > 0)
+        madvise(gpucoll_reserve_base, gpucoll_reserve_used, MADV_DONTNEED);
+    gpucoll_reserve_used = 0;
+    atomic_flag_clear_explicit(&gpucoll_reserve_busy, memory_order_release);
+}
+
+/* Test hooks, read in MPI_Init. GPUCOLL_TEST_STAGING_FAIL=N: this
+ * process's N-th and later host allocations for staging fail, as they do
+ * when the process runs out of memory. GPUCOLL_TEST_STAGING_NOMAP=1: so do
+ * the mappings of zeros, as when it runs out of mappings (vm.max_map_count):
+ * the reserve serves. */
+static atomic_long gpucoll_stage_fail_countdown;
+static bool gpucoll_stage_nomap;
+
+void mca_coll_gpucoll_staging_test_hook(void) {
+    const char* v = getenv("GPUCOLL_TEST_STAGING_FAIL");
+    atomic_store(&gpucoll_stage_fail_countdown, NULL != v ? atol(v) : 0);
+    v = getenv("GPUCOLL_TEST_STAGING_NOMAP");
+    gpucoll_stage_nomap = NULL != v && 0 != strcmp(v, "0");
+}
+
+static bool gpucoll_stage_alloc_fails(void) {
+    const long left = atomic_load_explicit(&gpucoll_stage_fail_countdown, memory_order_relaxed);
+    if (left <= 0) return false; /* off */
+    if (1 == left) return true;  /* failing from now on */
+    atomic_fetch_sub_explicit(&gpucoll_stage_fail_countdown, 1, memory_order_relaxed);
+    return false;
+}
+
 void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     for (int i = 0; i < MCA_COLL_GPUCOLL_STAGE_MAX; ++i) {
         free(c->buf[i].runs);
         c->buf[i].runs = NULL;
         c->buf[i].nruns = 0;
-        if (c->buf[i].mapped) {
+        if (c->buf[i].reserved) {
+            c->buf[i].reserved = false; /* given back below, with the whole reserve */
+        } else if (c->buf[i].mapped) {
             munmap(c->buf[i].heap, c->buf[i].bytes);
             c->buf[i].mapped = false;
         } else if (c->buf[i].pooled) {
@@ -217,6 +306,8 @@ void mca_coll_gpucoll_staging_free(mca_coll_gpucoll_staging_t* c) {
     }
     if (c->own_slots) atomic_flag_clear_explicit(&gpucoll_slots_busy, memory_order_release);
     c->own_slots = false;
+    if (c->holds_reserve) gpucoll_reserve_put();
+    c->holds_reserve = false;
 }
 
 /* Whether buffer i's staged span lies in one device allocation (the one
@@ -243,64 +334,94 @@ static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpu
         why = gpucoll_last_error();
     }
     if (NULL == why) return true;
-    if (!c->refused)
+    if (!c->refused) {
+        c->refused_error = MPI_ERR_BUFFER;
         GPUCOLL_ERROR("%s: %s; %s", gpucoll_coll_name(c->coll), why,
                       GPUCOLL_COLL_REDUCE_LOCAL == c->coll
                           ? "MPI_ERR_BUFFER"
                           : "this rank takes part on zeros and returns MPI_ERR_BUFFER");
+    }
     c->refused = true;
     return false;
 }
 
-/* Host memory for the staged span of buffer i (already described). */
+/* Zeros for the host module in place of buffer i's span, in pages it
+ * touches only (with MPI_BOTTOM the span may run between unrelated
+ * allocations): a mapping of its own, else the reserve. */
+static bool gpucoll_stage_zeros(mca_coll_gpucoll_staging_t* c, mca_coll_gpucoll_sbuf_t* s) {
+    void* p = gpucoll_stage_nomap ? MAP_FAILED
+                                  : mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (MAP_FAILED != p) {
+        s->heap = p;
+        s->mapped = true;
+    } else if (NULL != (p = gpucoll_reserve_get(c, s->bytes))) {
+        s->heap = p;
+        s->mapped = s->reserved = true;
+    } else {
+        return false;
+    }
+    s->host = gpucoll_at(p, -s->lo);
+    return true;
+}
+
+/* Host memory of this rank's own for buffer i's span, or NULL. */
+static void* gpucoll_stage_memory(mca_coll_gpucoll_staging_t* c, int i) {
+    mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
+    if (gpucoll_stage_alloc_fails()) return NULL;
+    if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
+        s->pinned = true;
+        return s->heap;
+    }
+    if (c->pooled) {
+        void* p = s->heap = pool_get(s->bytes, &s->cap, &s->pinned);
+        s->pooled = NULL != p;
+        return p;
+    }
+    void* p = NULL;
+    if (c->own_slots && GPUCOLL_SUCCESS == gpucoll_staging_buffer(i, s->bytes, &p)) return p;
+    if (c->own_slots) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
+                        "no pinned staging buffer of %zu bytes (%s): using heap memory", s->bytes,
+                        gpucoll_last_error());
+    }
+    return s->heap = malloc(s->bytes);
+}
+
+/* Host memory for the staged span of buffer i (already described). A span
+ * this rank cannot stage (refused, or no memory) becomes zeros: the rank
+ * still takes part, and returns the error at the end. */
 static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
     mca_coll_gpucoll_sbuf_t* s = &c->buf[i];
     if (0 == s->bytes) {
         s->host = gpucoll_at(gpucoll_empty_span, -s->lo); /* never dereferenced */
         return OMPI_SUCCESS;
     }
-    void* p = NULL;
-    if (!gpucoll_stage_fits(c, s)) {
-        /* Zeros for the host module, in pages it touches only: with
-         * MPI_BOTTOM the span may run between unrelated allocations. */
-        p = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (MAP_FAILED == p) {
-            /* The call was refused already: say so, with the refusal's
-             * error. (Every rank whose buffer is refused returns here; a
-             * rank whose buffer fits would wait for it: issue #40, item 2.)
-             * The span runs between unrelated allocations: a process may
-             * have no hole that large (seen under Open MPI 6.0, for a span
-             * of 46 TB from a host block to a device one). */
-            GPUCOLL_ERROR("out of address space for %zu bytes of zeros; MPI_ERR_BUFFER", s->bytes);
-            return MPI_ERR_BUFFER;
+    if (gpucoll_stage_fits(c, s)) {
+        void* p = gpucoll_stage_memory(c, i);
+        if (NULL != p) {
+            s->host = gpucoll_at(p, -s->lo);
+            return OMPI_SUCCESS;
         }
-        s->heap = p;
-        s->mapped = true;
-    } else if (c->persistent && GPUCOLL_SUCCESS == gpucoll_malloc_host(&s->heap, s->bytes)) {
-        s->pinned = true;
-        p = s->heap;
-    } else if (c->pooled) {
-        p = s->heap = pool_get(s->bytes, &s->cap, &s->pinned);
-        s->pooled = NULL != p;
-        if (NULL == p) {
-            GPUCOLL_ERROR("out of host memory staging %zu bytes", s->bytes);
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-    } else if (!c->own_slots || GPUCOLL_SUCCESS != gpucoll_staging_buffer(i, s->bytes, &p)) {
-        if (c->own_slots) {
-            GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_CALL,
-                            "no pinned staging buffer of %zu bytes (%s): using heap memory",
-                            s->bytes, gpucoll_last_error());
-        }
-        p = s->heap = malloc(s->bytes);
-        if (NULL == p) {
-            GPUCOLL_ERROR("out of host memory staging %zu bytes", s->bytes);
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
+        if (!c->refused)
+            GPUCOLL_ERROR(
+                "%s: out of host memory staging %zu bytes; this rank takes part on "
+                "zeros and returns MPI_ERR_NO_MEM",
+                gpucoll_coll_name(c->coll), s->bytes);
+        if (!c->refused) c->refused_error = MPI_ERR_NO_MEM;
+        c->refused = true;
     }
-    s->host = gpucoll_at(p, -s->lo);
-    return OMPI_SUCCESS;
+    if (gpucoll_stage_zeros(c, s)) return OMPI_SUCCESS;
+    /* Not even zeros (the reserve is smaller than the span, or another
+     * thread's call holds it): this rank cannot take part; its peers wait.
+     * The span may run between unrelated allocations: a process may have no
+     * hole that large (seen under Open MPI 6.0, for a span of 46 TB from a
+     * host block to a device one). */
+    GPUCOLL_ERROR(
+        "%s: no memory even for %zu bytes of zeros to take part with; the other ranks "
+        "of this call will wait for this one",
+        gpucoll_coll_name(c->coll), s->bytes);
+    return c->refused_error;
 }
 
 /* Exact copy-back while it stays cheap: at most this many runs, or runs of
@@ -441,7 +562,7 @@ int mca_coll_gpucoll_staging_begin(mca_coll_gpucoll_staging_t* c) {
 
 int mca_coll_gpucoll_staging_end(mca_coll_gpucoll_staging_t* c, int rc) {
     if (OMPI_SUCCESS == rc) rc = mca_coll_gpucoll_staging_copy_out(c);
-    if (OMPI_SUCCESS == rc && c->refused) rc = MPI_ERR_BUFFER;
+    if (OMPI_SUCCESS == rc && c->refused) rc = c->refused_error;
     if (OMPI_SUCCESS == rc) mca_coll_gpucoll_staging_record(c, GPUCOLL_FORM_BLOCKING);
     mca_coll_gpucoll_staging_free(c);
     return rc;

@@ -490,6 +490,13 @@ typedef struct gpucoll_comm_config {
      * many bytes where the communicator can take it (0, the default: only
      * when forced). At most the one-shot slot. */
     size_t one_kernel_max_bytes;
+    /* At most this many communicators of the process hold an accelerated
+     * path at once (0, the default: no bound). Each holds device memory
+     * (two one-shot slots), memory mappings and, on emu, a file descriptor;
+     * thousands exhaust vm.max_map_count. A communicator created while any
+     * of its ranks is at the bound has no accelerated path (its device
+     * buffers are staged; said once per process), agreed by all its ranks. */
+    int max_comms;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

@@ -30,7 +30,22 @@ struct gpucoll_plan {
     std::shared_ptr<gpucoll::intra::NodeComm::Plan> plan;
 };
 
+namespace gpucoll {
+namespace {
+// Communicators of this process that hold an accelerated path (or are being
+// given one): what gpucoll_comm_config_t::max_comms bounds.
+std::atomic<int> g_live_comms{0};
+struct LiveComm {
+    LiveComm() { g_live_comms.fetch_add(1, std::memory_order_relaxed); }
+    ~LiveComm() { g_live_comms.fetch_sub(1, std::memory_order_relaxed); }
+    LiveComm(const LiveComm&) = delete;
+    LiveComm& operator=(const LiveComm&) = delete;
+};
+}  // namespace
+}  // namespace gpucoll
+
 struct gpucoll_comm {
+    gpucoll::LiveComm live;
     // Declared first: destroyed after the node communicator that uses it.
     std::unique_ptr<gpucoll::inter::Hierarchy> hierarchy;
     std::unique_ptr<gpucoll::intra::NodeComm> node;
@@ -70,6 +85,8 @@ struct Identity {
     char node[96];
     char backend[8];
     gpucoll::intra::Settings settings;
+    int32_t live;       // communicators of this process with an accelerated path
+    int32_t max_comms;  // its bound (0: none)
 };
 
 // The bootstrap of one node's ranks, on the whole communicator's: every
@@ -174,6 +191,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->rail_devices = nullptr;
     config->inter_bcast = 0;
     config->wait_warning_s = 60;
+    config->max_comms = 0;  // no bound
     config->verbose = 0;
     config->log = nullptr;
 }
@@ -196,9 +214,27 @@ int gpucoll_comm_create(const gpucoll_bootstrap_t* bootstrap, const gpucoll_comm
     std::snprintf(mine.node, sizeof mine.node, "%s", gpucoll::intra::node_identity().c_str());
     std::snprintf(mine.backend, sizeof mine.backend, "%s", device ? device->name() : "none");
     mine.settings = gpucoll::intra::settings_of(cfg);
+    mine.live = gpucoll::g_live_comms.load(std::memory_order_relaxed);
+    mine.max_comms = cfg.max_comms;
     std::vector<Identity> all;
     GPUCOLL_TRY(gpucoll::bootstrap_allgather(bs, mine, &all));
     std::vector<std::string> nodes;
+    for (size_t r = 0; r < all.size(); ++r) {
+        const Identity& id = all[r];
+        if (id.max_comms > 0 && id.live >= id.max_comms) {
+            // Said once per process (a performance cliff), else at verbose 1.
+            static std::atomic<bool> said{false};
+            log_line(cfg, bs.rank, said.exchange(true) ? 1 : 0,
+                     "accelerated path off for this communicator: rank " + std::to_string(r) +
+                         " already has " + std::to_string(id.live) +
+                         " communicators with one (coll_gpucoll_max_comms " +
+                         std::to_string(id.max_comms) +
+                         "); its device buffers are staged. Free the communicators you no "
+                         "longer use, or raise the bound (each costs device memory and memory "
+                         "mappings)");
+            return GPUCOLL_SUCCESS;
+        }
+    }
     for (const Identity& id : all) {
         if (std::strcmp(id.backend, mine.backend) != 0 || std::strcmp(mine.backend, "none") == 0) {
             log_line(cfg, bs.rank, 1,

@@ -9,7 +9,8 @@
 #     buffers that do not fit their allocation refused (MPI_ERR_BUFFER),
 #     accelerated (every rank) and staged (the rank with the bad buffer),
 #     a staged span that begins below its allocation (negative lower bound)
-#     included;
+#     included; a rank that cannot stage (its host allocations fail) takes
+#     part on zeros and fails alone, every collective, blocking and nonblocking;
 #  2. coll_gpucoll_* parameters that differ between ranks (MPMD): the
 #     accelerated path turns itself off and says so; results stay right;
 #  3. MPI_THREAD_MULTIPLE: device MPI_Reduce_local in one thread while
@@ -38,6 +39,19 @@ if [ "$TEST_DEVICE" = emu ]; then
     echo "== buffers that do not fit, on the staged path: the rank with the bad buffer fails"
     run_mpi 3 --mca coll_gpucoll_device emu --mca coll_gpucoll_allreduce_algorithm staged -- \
         "$MPI_TESTDIR/test_robustness" --staged
+    echo "== a rank that cannot stage (its host allocations fail) still takes part: no hang"
+    all_staged=""
+    for c in allreduce bcast allgather reduce_scatter reduce_scatter_block reduce; do
+        all_staged="$all_staged --mca coll_gpucoll_${c}_algorithm staged"
+    done
+    # Then without mappings either (as at vm.max_map_count): the reserve of zeros.
+    for nomap in 0 1; do
+        # shellcheck disable=SC2016,SC2086 # $all_staged: several words
+        run_mpi 3 --mca coll_gpucoll_device emu $all_staged -x GPUCOLL_TEST_STAGING_NOMAP=$nomap -- \
+            sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export GPUCOLL_TEST_STAGING_FAIL=1; exec "$0" "$@"' \
+            "$MPI_TESTDIR/test_robustness" --stage-fail
+        grep -q 'out of host memory staging' "$MPI_OUT" || fail "no message from the rank that cannot stage"
+    done
     echo "== device memory of unknown range (a failed driver attribute) is staged"
     run_mpi 2 --mca coll_gpucoll_device emu -x GPUCOLL_EMU_INCOMPLETE_SIZE=4000 -- \
         "$MPI_TESTDIR/test_robustness"

@@ -21,7 +21,11 @@
  *     MPI_ERR_BUFFER on that rank, nothing read or written; device
  *     MPI_Reduce_local with a count larger than a buffer: MPI_ERR_BUFFER;
  *  8. a peer that overstates its allocations (--lie): every rank fails the
- *     call instead of reading past what it mapped.
+ *     call instead of reading past what it mapped;
+ *  9. a rank that cannot stage (--stage-fail: robustness.sh makes rank 1's
+ *     host allocations for staging fail, GPUCOLL_TEST_STAGING_FAIL, and
+ *     forces every collective staged): it still takes part, on zeros; every
+ *     rank returns, rank 1 with MPI_ERR_NO_MEM (blocking and nonblocking).
  * Run at np >= 2 (run by robustness.sh).
  */
 #include <mpi.h>
@@ -381,6 +385,75 @@ static void failure_then_free(void) {
     gpucoll_free_device(d);
 }
 
+/* 9: rank 1 cannot stage. Every rank returns; rank 1 with MPI_ERR_NO_MEM and
+ * nothing written, the others with rank 1's contribution as zeros. */
+static void staging_failure_never_hangs(void) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    /* Open MPI 4.1 raises a failed collective request's error on
+     * MPI_COMM_WORLD (ompi_errhandler_request_invoke) */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const size_t n = 1 << 16;
+    const float others = (float)(g_size * (g_size + 1) / 2 - 2); /* ranks but 1, each rank+1 */
+    float* send = device_floats(n, (float)(g_rank + 1));
+    float* recv = device_floats(n * (size_t)g_size, 7.0f);
+    char what[64];
+    for (int k = 0; k < 6; k++) {
+        MPI_Request q = MPI_REQUEST_NULL;
+        int rc = MPI_SUCCESS;
+        float want = others;
+        size_t nout = n;
+        switch (k) {
+            case 0:
+                snprintf(what, sizeof what, "allreduce");
+                rc = MPI_Allreduce(send, recv, (int)n, MPI_FLOAT, MPI_SUM, c);
+                break;
+            case 1:
+                snprintf(what, sizeof what, "iallreduce");
+                rc = MPI_Iallreduce(send, recv, (int)n, MPI_FLOAT, MPI_SUM, c, &q);
+                if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+                break;
+            case 2:
+                snprintf(what, sizeof what, "reduce to rank 0");
+                rc = MPI_Reduce(send, recv, (int)n, MPI_FLOAT, MPI_SUM, 0, c);
+                if (g_rank != 0) nout = 0;
+                break;
+            case 3:
+                snprintf(what, sizeof what, "reduce_scatter_block");
+                rc = MPI_Reduce_scatter_block(send, recv, (int)n / g_size, MPI_FLOAT, MPI_SUM, c);
+                nout = n / (size_t)g_size;
+                break;
+            case 4:
+                snprintf(what, sizeof what, "bcast from rank 0");
+                rc = MPI_Bcast(g_rank == 0 ? send : recv, (int)n, MPI_FLOAT, 0, c);
+                want = 1.0f;
+                if (g_rank == 0) nout = 0;
+                break;
+            default:
+                snprintf(what, sizeof what, "allgather (rank 0's block)");
+                rc = MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, c);
+                want = 1.0f;
+        }
+        int eclass = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &eclass);
+        if (g_rank == 1) {
+            CHECK(eclass == MPI_ERR_NO_MEM, "%s: rank 1 (cannot stage) got error class %d", what,
+                  eclass);
+            check_all(recv, n, 7.0f, what); /* nothing written */
+        } else {
+            CHECK(rc == MPI_SUCCESS, "%s: rank %d got error %d", what, g_rank, rc);
+            if (nout > 0) check_all(recv, nout, want, what);
+        }
+        float* reset = device_floats(n * (size_t)g_size, 7.0f);
+        gpucoll_memcpy(recv, reset, n * (size_t)g_size * sizeof(float));
+        gpucoll_free_device(reset);
+    }
+    gpucoll_free_device(send);
+    gpucoll_free_device(recv);
+    MPI_Comm_free(&c);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -392,11 +465,20 @@ int main(int argc, char** argv) {
     }
     /* --staged: allreduce forced staged; --inject: rank 1's copies of
      * kInjectedBytes fail; --lie: rank 1 overstates its allocations */
-    bool staged = false, inject = false, lie = false;
+    bool staged = false, inject = false, lie = false, stage_fail = false;
     for (int i = 1; i < argc; i++) {
+        stage_fail |= strcmp(argv[i], "--stage-fail") == 0;
         staged |= strcmp(argv[i], "--staged") == 0;
         inject |= strcmp(argv[i], "--inject") == 0;
         lie |= strcmp(argv[i], "--lie") == 0;
+    }
+    if (stage_fail) { /* every other case stages on rank 1: this one alone */
+        staging_failure_never_hangs();
+        int all = 0;
+        MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (g_rank == 0) printf("test_robustness --stage-fail: %s\n", all ? "FAIL" : "PASS");
+        MPI_Finalize();
+        return all ? 1 : 0;
     }
     progress_while_waiting();
     host_capable_kinds_keep_agreement();

@@ -1,5 +1,5 @@
 #!/bin/sh
-# contrib/sanitize.sh asan|tsan [BUILDDIR]: a sanitizer job (README,
+# contrib/sanitize.sh asan|tsan [BUILDDIR]: a sanitizer job (docs/testing.md,
 # "Sanitizers"; docs/sanitizers.md).
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer: every unit test and
 #         every MPI integration test (np 1..4, emu), built in _build/asan

@@ -1,5 +1,5 @@
 // sanitizers.h - which sanitizer this translation unit is built with
-// (configure --enable-sanitizers; README, "Sanitizers").
+// (configure --enable-sanitizers; docs/testing.md, "Sanitizers").
 #pragma once
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -2,7 +2,7 @@
 # (AM_TESTS_ENVIRONMENT; GPUCOLL_SANITIZERS is configure's
 # --enable-sanitizers list, empty otherwise). Sets the sanitizers' runtime
 # options; options already in the environment come after ours, and win.
-# README, "Sanitizers", explains each choice.
+# docs/testing.md, "Sanitizers", explains each choice.
 _san_user_asan=${ASAN_OPTIONS:-}
 _san_user_tsan=${TSAN_OPTIONS:-}
 case ",${GPUCOLL_SANITIZERS:-}," in

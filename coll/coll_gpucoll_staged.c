@@ -20,6 +20,7 @@
  * allocation, falls back to ordinary heap memory (never to waiting: a thread
  * that waited here inside a collective could deadlock against a peer).
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -348,10 +349,28 @@ static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpu
 /* Zeros for the host module in place of buffer i's span, in pages it
  * touches only (with MPI_BOTTOM the span may run between unrelated
  * allocations): a mapping of its own, else the reserve. */
+/* An anonymous mapping of bytes of zeros (address space only), or
+ * MAP_FAILED with errno. A span that runs between unrelated allocations
+ * (MPI_BOTTOM, a host block and a device one) is tens of TB: where the
+ * kernel's own choice fails, low addresses are tried too, below the
+ * executable, where such a hole usually is. */
+static void* gpucoll_map_zeros(size_t bytes) {
+    static const uintptr_t hints[] = {0, (uintptr_t)1 << 32, (uintptr_t)1 << 40};
+    void* p = MAP_FAILED;
+    int first_errno = 0;
+    for (size_t k = 0; MAP_FAILED == p && k < sizeof hints / sizeof hints[0]; ++k) {
+        p = mmap((void*)hints[k], bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (MAP_FAILED == p && 0 == k) first_errno = errno;
+    }
+    if (MAP_FAILED == p) errno = first_errno;
+    return p;
+}
+
 static bool gpucoll_stage_zeros(mca_coll_gpucoll_staging_t* c, mca_coll_gpucoll_sbuf_t* s) {
-    void* p = gpucoll_stage_nomap ? MAP_FAILED
-                                  : mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
-                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    errno = ENOMEM;
+    void* p = gpucoll_stage_nomap ? MAP_FAILED : gpucoll_map_zeros(s->bytes);
+    const int map_errno = errno;
     if (MAP_FAILED != p) {
         s->heap = p;
         s->mapped = true;
@@ -359,6 +378,7 @@ static bool gpucoll_stage_zeros(mca_coll_gpucoll_staging_t* c, mca_coll_gpucoll_
         s->heap = p;
         s->mapped = s->reserved = true;
     } else {
+        errno = map_errno;
         return false;
     }
     s->host = gpucoll_at(p, -s->lo);
@@ -417,10 +437,11 @@ static int gpucoll_stage_alloc(mca_coll_gpucoll_staging_t* c, int i) {
      * The span may run between unrelated allocations: a process may have no
      * hole that large (seen under Open MPI 6.0, for a span of 46 TB from a
      * host block to a device one). */
+    const int map_errno = errno;
     GPUCOLL_ERROR(
-        "%s: no memory even for %zu bytes of zeros to take part with; the other ranks "
-        "of this call will wait for this one",
-        gpucoll_coll_name(c->coll), s->bytes);
+        "%s: no memory even for %zu bytes of zeros to take part with (mmap: %s; the "
+        "reserve holds %zu bytes); the other ranks of this call will wait for this one",
+        gpucoll_coll_name(c->coll), s->bytes, strerror(map_errno), gpucoll_reserve_bytes);
     return c->refused_error;
 }
 

@@ -346,9 +346,6 @@ static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpu
     return false;
 }
 
-/* Zeros for the host module in place of buffer i's span, in pages it
- * touches only (with MPI_BOTTOM the span may run between unrelated
- * allocations): a mapping of its own, else the reserve. */
 /* An anonymous mapping of bytes of zeros (address space only), or
  * MAP_FAILED with errno. A span that runs between unrelated allocations
  * (MPI_BOTTOM, a host block and a device one) is tens of TB: where the
@@ -367,6 +364,10 @@ static void* gpucoll_map_zeros(size_t bytes) {
     return p;
 }
 
+/* Zeros for the host module in place of buffer i's span, in pages it
+ * touches only (with MPI_BOTTOM the span may run between unrelated
+ * allocations): a mapping of its own, else the reserve. False (errno: the
+ * mapping's) when neither can be had. */
 static bool gpucoll_stage_zeros(mca_coll_gpucoll_staging_t* c, mca_coll_gpucoll_sbuf_t* s) {
     errno = ENOMEM;
     void* p = gpucoll_stage_nomap ? MAP_FAILED : gpucoll_map_zeros(s->bytes);

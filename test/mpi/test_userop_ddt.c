@@ -884,7 +884,12 @@ static void bottom_host_then_device(int root) {
              root);
     uint32_t seed = g_seed++;
     tu_buf_t a, b;
-    tu_buf_alloc(&a, TU_HOST, 64 * sizeof(int), 0, seed);
+    /* The host block in an allocation larger than malloc's largest mmap
+     * threshold (32 MiB), so that it lies among the mappings like the device
+     * block: a block in the brk heap would make the refused span tens of TB,
+     * more than the address space has in one hole under Open MPI 5.0/6.0
+     * (docs/limits.md, "A refused buffer that spans unrelated allocations"). */
+    tu_buf_alloc(&a, TU_HOST, 64 * sizeof(int), (size_t)33 << 20, seed);
     tu_buf_alloc(&b, TU_DEVICE, 64 * sizeof(int), 0, seed + 1);
     /* the device block after the host one in the address space */
     if ((uintptr_t)b.ptr > (uintptr_t)a.ptr) {

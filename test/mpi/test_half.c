@@ -131,7 +131,8 @@ static gpucoll_coll_t coll_of(kind_t k) {
 static long g_inexact; /* accelerated elements within 1 ulp but not bit-equal */
 
 /* One call of kind k on buffers of kind mem; its result (this rank's part)
- * into res[0..*nres). Returns the path counters' check. */
+ * into res[0..*nres), its first element's global index into *base; the path
+ * checked where check_path (device buffers). */
 static void call(kind_t k, tu_mem_t mem, MPI_Datatype dt, int op, size_t count, int root,
                  uint32_t seed, uint16_t* res, size_t* nres, size_t* base, const char* desc,
                  int check_path) {

@@ -346,31 +346,15 @@ static bool gpucoll_stage_fits(mca_coll_gpucoll_staging_t* c, const mca_coll_gpu
     return false;
 }
 
-/* An anonymous mapping of bytes of zeros (address space only), or
- * MAP_FAILED with errno. A span that runs between unrelated allocations
- * (MPI_BOTTOM, a host block and a device one) is tens of TB: where the
- * kernel's own choice fails, low addresses are tried too, below the
- * executable, where such a hole usually is. */
-static void* gpucoll_map_zeros(size_t bytes) {
-    static const uintptr_t hints[] = {0, (uintptr_t)1 << 32, (uintptr_t)1 << 40};
-    void* p = MAP_FAILED;
-    int first_errno = 0;
-    for (size_t k = 0; MAP_FAILED == p && k < sizeof hints / sizeof hints[0]; ++k) {
-        p = mmap((void*)hints[k], bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (MAP_FAILED == p && 0 == k) first_errno = errno;
-    }
-    if (MAP_FAILED == p) errno = first_errno;
-    return p;
-}
-
 /* Zeros for the host module in place of buffer i's span, in pages it
  * touches only (with MPI_BOTTOM the span may run between unrelated
  * allocations): a mapping of its own, else the reserve. False (errno: the
  * mapping's) when neither can be had. */
 static bool gpucoll_stage_zeros(mca_coll_gpucoll_staging_t* c, mca_coll_gpucoll_sbuf_t* s) {
-    errno = ENOMEM;
-    void* p = gpucoll_stage_nomap ? MAP_FAILED : gpucoll_map_zeros(s->bytes);
+    errno = ENOMEM; /* the test hook's "mapping" */
+    void* p = gpucoll_stage_nomap ? MAP_FAILED
+                                  : mmap(NULL, s->bytes, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     const int map_errno = errno;
     if (MAP_FAILED != p) {
         s->heap = p;

@@ -27,6 +27,16 @@ fi
 count() { sed -n "s/^# $1: *//p" test-suite.log | head -1; }
 pass=$(count PASS); fail=$(count FAIL); err=$(count ERROR); skip=$(count SKIP); xpass=$(count XPASS)
 failed=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
-[ "$failed" -eq 0 ] || sed -n '/^FAIL\|^ERROR/p' test-suite.log
+if [ "$failed" -ne 0 ]; then
+    sed -n '/^FAIL\|^ERROR/p' test-suite.log
+    # The end of each failed test's own log (a CI page keeps little else).
+    for t in $(sed -n 's/^\(FAIL\|ERROR\|XPASS\):* \([^ ]*\).*/\2/p' test-suite.log |
+        sed 's/\.sh$//' | sort -u); do
+        grep -qs '^:test-result: \(FAIL\|ERROR\|XPASS\)' "$t.trs" || continue
+        log=$t.log
+        echo "--- last 40 lines of $log"
+        tail -n 40 "$log" | sed 's/^/| /'
+    done
+fi
 echo "${pass:-0} passed, $failed failed, ${skip:-0} skipped"
 [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -11,8 +11,9 @@ results() { # the program's result lines of the last run
     grep -E '^(allreduce|allgather|reduce|test_host_passthrough)' "$MPI_OUT" >"$1" || true
 }
 
-# (verbose output goes to stderr and may split stdout lines: a separate run)
-run_mpi 3 --mca coll_gpucoll_device emu --mca coll_base_verbose 10 -- "$prog"
+# (verbose output goes to stderr and may split stdout lines: a separate run,
+# the program's stdout apart)
+run_mpi 3 --mca coll_gpucoll_device emu --mca coll_base_verbose 10 -- sh -c "$STDOUT_APART" "$prog"
 gpucoll_selected_on 3 MPI_COMM_WORLD ||
     fail "coll_base_verbose does not show gpucoll selected on MPI_COMM_WORLD"
 

@@ -21,7 +21,8 @@
 #       (MPI_QUIET=1: does not print the output).
 #   gpucoll_selected_on NP COMM
 #       after a run with --mca coll_base_verbose 10: gpucoll was selected
-#       on COMM in all NP processes.
+#       on COMM in all NP processes. Run the program as
+#       sh -c "$STDOUT_APART" PROG ARGS there.
 #   skip MESSAGE / fail MESSAGE
 #   $MPI_TESTDIR (the test programs), $MPI_TMP (a scratch directory removed
 #   at exit), $COMPONENT_DIR (holds the component alone), $TEST_NPS (rank
@@ -148,6 +149,15 @@ run_np() {
     shift
     run_mpi "$_n" --mca coll_gpucoll_device "$TEST_DEVICE" -- "$@"
 }
+
+# sh -c "$STDOUT_APART" PROG [ARGS...]: runs PROG with its standard output
+# in $MPI_TMP/stdout.RANK, out of the run's output. For runs whose stderr
+# (coll_base_verbose) is parsed: Open MPI 5.0's mpirun (PRRTE) can place a
+# piece of a process's stderr line in the middle of its stdout in the
+# output file, about 1 run in 25 at np 1 ("selecting     gpucoll,allreduce
+# int n=0 ok" ... " priority  95, Enabled" 70 lines further down).
+# shellcheck disable=SC2016 # expanded by the ranks' shell
+STDOUT_APART='exec "$0" "$@" >"'"$MPI_TMP"'/stdout.$OMPI_COMM_WORLD_RANK"'
 
 # gpucoll_selected_on NP COMM: in the last run's output (with
 # --mca coll_base_verbose 10), every one of NP processes enabled gpucoll on

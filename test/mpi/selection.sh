@@ -17,7 +17,7 @@ set -eu
 echo "== 1. coll_gpucoll_device=emu: selected"
 for np in 1 3; do
     run_mpi "$np" --mca coll_gpucoll_device emu --mca coll_base_verbose 10 -- \
-        "$MPI_TESTDIR/test_host_passthrough"
+        sh -c "$STDOUT_APART" "$MPI_TESTDIR/test_host_passthrough"
     gpucoll_selected_on "$np" MPI_COMM_WORLD || fail "gpucoll not selected on MPI_COMM_WORLD (np=$np)"
     gpucoll_selected_on "$np" MPI_COMM_SELF || fail "gpucoll not selected on MPI_COMM_SELF (np=$np)"
 done
@@ -27,7 +27,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "(a GPU is present: auto may select the component; part 2 skipped)"
 else
     run_mpi 3 --mca coll_gpucoll_device auto --mca coll_base_verbose 10 -- \
-        "$MPI_TESTDIR/test_host_passthrough"
+        sh -c "$STDOUT_APART" "$MPI_TESTDIR/test_host_passthrough"
     if grep -E 'selecting +gpucoll,.*Enabled' "$MPI_OUT"; then
         fail "gpucoll selected with device=auto on a machine without a GPU"
     fi

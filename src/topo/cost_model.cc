@@ -349,12 +349,13 @@ Estimate Model::allgather_ring() const {
 }
 
 // bcast_direct.cc: every non-root copies the root's buffer at once (the
-// root's link carries n-1 copies); the root waits for all readers.
+// root's link carries n-1 copies); the root waits for all readers, then
+// releases them.
 Estimate Model::bcast_direct() const {
     const int n = L_;
     Estimate e;
-    e.us = overhead() + sync(1) + copies(1, fan(n, S_), S_, S_, 0, n - 1) + sync(1);
-    e.syncs = 2;
+    e.us = overhead() + sync(1) + copies(1, fan(n, S_), S_, S_, 0, n - 1) + sync(1) + sync(1);
+    e.syncs = 3;
     e.recv = S_;
     return e;
 }

@@ -6,7 +6,8 @@
  *  2. mpi_assert_memory_alloc_kinds listing host-capable kinds next to device
  *     ones ("cuda:host,cuda:device"): mixed memory in one call stays agreed;
  *  3. a failure after posting (rank 1's copy fails: GPUCOLL_EMU_FAIL_COPY_BYTES):
- *     the call fails, the communicator works on (staged) for every later call;
+ *     the call fails on every rank, the communicator works on (staged) for
+ *     every later call;
  *  4. the same failure followed at once by MPI_Comm_free: teardown must not
  *     wait for the rank that failed;
  *  5. device memory whose allocation the backend cannot determine (a failed
@@ -344,7 +345,10 @@ static void failure_then_staging(void) {
     int rc = MPI_Bcast(d, n, MPI_BYTE, 0, c);
     int any_error = rc != MPI_SUCCESS, errors = 0;
     MPI_Allreduce(&any_error, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(errors > 0, "the failing bcast reported no error anywhere");
+    /* Every rank of the call gets the error (also those whose own copy
+     * went well: they must not return before the failure shows). */
+    CHECK(errors == g_size, "the failing bcast returned an error on %d of %d ranks (rank %d: %s)",
+          errors, g_size, g_rank, rc == MPI_SUCCESS ? "success" : "error");
     /* Later calls on the same communicator: all ranks decline, none hangs. */
     int x = g_rank == 0 ? 42 : 0;
     rc = MPI_Bcast(&x, 1, MPI_INT, 0, c);

@@ -7,6 +7,7 @@
  *
  * Run `gpucoll_bench -h` for the options. Tables go to stdout (rank 0); rows
  * are the lines that do not start with '#', one per size, fixed columns.
+ * --csv FILE writes the same results as CSV (contrib/plot-bench.py plots them).
  */
 #include <complex.h>
 #include <errno.h>
@@ -178,8 +179,11 @@ typedef struct options {
     int check;
     int root;
     int in_place;
-    int form;    /* F_BLOCKING, F_NONBLOCKING, F_PERSISTENT */
-    int overlap; /* nonblocking: measure overlap with a compute phase (OSU) */
+    int form;             /* F_BLOCKING, F_NONBLOCKING, F_PERSISTENT */
+    int overlap;          /* nonblocking: measure overlap with a compute phase (OSU) */
+    const char* csv_path; /* --csv: one row per collective and size (rank 0 writes) */
+    const char* label;    /* --label: the variant column (NULL: from buffers and component) */
+    const char* commit;   /* --commit: the commit column (e.g. git describe of the source) */
 } options_t;
 
 enum { F_BLOCKING = 0, F_NONBLOCKING, F_PERSISTENT };
@@ -216,6 +220,13 @@ static void usage(FILE* f) {
             "                    test: start, compute on the CPU for as long as the call took\n"
             "                    (max over ranks), wait; columns compute(us), total(us) and\n"
             "                    overlap(%%) = 100 * (1 - (total - compute) / pure)\n"
+            "  --csv FILE        also write the results to FILE as CSV (rank 0; replaced if it\n"
+            "                    exists): a header line, then one row per collective and\n"
+            "                    size, the table's figures plus the median over ranks\n"
+            "                    (docs/tuning.md, \"Result files and plots\", lists the columns)\n"
+            "  --label TEXT      --csv: the variant column (default: the buffer kind; host\n"
+            "                    buffers: host,gpucoll or host,off, the component on or off)\n"
+            "  --commit TEXT     --csv: the commit column (contrib/bench.sh passes git describe)\n"
             "  -h                this help\n"
             "Columns: avg/min/max over ranks of each rank's mean latency; algbw = size/avg;\n"
             "busbw = algbw * f (nccl-tests: allreduce 2(n-1)/n, allgather and reduce_scatter\n"
@@ -358,6 +369,12 @@ static void parse_options(int argc, char** argv, options_t* o) {
             if (o->form < 0) die_usage("unknown form '%s' (blocking, nonblocking, persistent)", v);
         } else if (!strcmp(a, "--overlap")) {
             o->overlap = 1;
+        } else if (!strcmp(a, "--csv")) {
+            o->csv_path = need_arg(argc, argv, &i);
+        } else if (!strcmp(a, "--label")) {
+            o->label = need_arg(argc, argv, &i);
+        } else if (!strcmp(a, "--commit")) {
+            o->commit = need_arg(argc, argv, &i);
         } else if (!strcmp(a, "--in-place")) {
             o->in_place = 1;
         } else if (a[0] == '-') {
@@ -872,6 +889,11 @@ static int counters_active(const gpucoll_counters_t* k) {
     return 0;
 }
 
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
 static void default_iters(size_t bytes, long* iters, long* warmup) {
     if (bytes <= 8192)
         *iters = 1000;
@@ -885,8 +907,8 @@ static void default_iters(size_t bytes, long* iters, long* warmup) {
 #define NAME_LEN 32
 
 typedef struct row_info {
-    double t_sum, t_min, t_max;
-    double peer, syncs; /* summed over ranks, per call */
+    double t_sum, t_min, t_median, t_max; /* over the ranks' mean latencies */
+    double peer, syncs;                   /* summed over ranks, per call */
     char path[NAME_LEN], alg[NAME_LEN];
     int mixed;
     long bad;
@@ -993,13 +1015,23 @@ static int bench_size(bench_ctx_t* x, call_t* c, row_info_t* row) {
                        (double)k.sync_rounds / (double)iters};
     double sums[3];
     MPI_Reduce(local, sums, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&t, &row->t_min, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&t, &row->t_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    double* times = NULL;
     char* all = NULL;
-    if (rank == 0) all = malloc((size_t)nranks * sizeof(mine));
+    if (rank == 0) {
+        times = malloc((size_t)nranks * sizeof(double));
+        all = malloc((size_t)nranks * sizeof(mine));
+        if (!times || !all) MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    MPI_Gather(&t, 1, MPI_DOUBLE, times, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(mine, (int)sizeof(mine), MPI_CHAR, all, (int)sizeof(mine), MPI_CHAR, 0,
                MPI_COMM_WORLD);
     if (rank == 0) {
+        qsort(times, (size_t)nranks, sizeof(double), cmp_double);
+        row->t_min = times[0];
+        row->t_max = times[nranks - 1];
+        row->t_median =
+            nranks % 2 ? times[nranks / 2] : (times[nranks / 2 - 1] + times[nranks / 2]) / 2;
+        free(times);
         row->t_sum = sums[0];
         row->peer = sums[1];
         row->syncs = sums[2];
@@ -1052,6 +1084,152 @@ static int count_nodes(void) {
     MPI_Allreduce(&leader, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Comm_free(&node);
     return leaders;
+}
+
+/* Nodes as gpucoll tells them apart (src/intra/node_comm.cc): GPUCOLL_HOSTID
+ * where set (nodes faked on one machine), else the boot id and host name.
+ * The result on rank 0. */
+static int count_node_ids(void) {
+    char mine[256];
+    memset(mine, 0, sizeof(mine));
+    const char* forced = getenv("GPUCOLL_HOSTID");
+    if (forced && *forced) {
+        snprintf(mine, sizeof(mine), "hostid:%s", forced);
+    } else {
+        char boot[64] = "", host[128] = "";
+        FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (f) {
+            if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+            fclose(f);
+        }
+        gethostname(host, sizeof(host) - 1);
+        snprintf(mine, sizeof(mine), "%s/%s", boot, host);
+    }
+    char* all = NULL;
+    if (rank == 0 && !(all = malloc((size_t)nranks * sizeof(mine)))) MPI_Abort(MPI_COMM_WORLD, 3);
+    MPI_Gather(mine, (int)sizeof(mine), MPI_CHAR, all, (int)sizeof(mine), MPI_CHAR, 0,
+               MPI_COMM_WORLD);
+    int n = 0;
+    if (rank == 0) {
+        for (int r = 0; r < nranks; r++) {
+            int seen = 0;
+            for (int q = 0; q < r && !seen; q++)
+                seen = !memcmp(all + (size_t)q * sizeof(mine), all + (size_t)r * sizeof(mine),
+                               sizeof(mine));
+            n += !seen;
+        }
+        free(all);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ result file
+ * --csv FILE: rank 0 writes a header line and one row per collective and size
+ * with the figures of the printed table (same measurement, more digits), the
+ * median over ranks of their mean latencies, and what the run was. Columns:
+ * docs/tuning.md, "Result files and plots"; contrib/plot-bench.py reads them. */
+
+static const char csv_header[] =
+    "collective,bytes,count,datatype,op,form,in_place,root,variant,backend,path,algorithm,"
+    "paths_agree,ranks,nodes,runs,lat_avg_us,lat_min_us,lat_median_us,lat_max_us,algbw_GBps,"
+    "busbw_GBps,busbw_factor,iterations,peer_bytes_per_call,syncs_per_call,check,version,commit,"
+    "date,host,source";
+
+static struct {
+    FILE* f;           /* rank 0, NULL without --csv */
+    char variant[128]; /* --label, or the buffer kind (host: and the component's state) */
+    char date[32];     /* the run's start, UTC */
+    char host[256];    /* rank 0's host name */
+    int nodes;         /* count_node_ids() */
+} csv;
+
+/* One field and its separator; quoted (RFC 4180) when it holds , " or a line break. */
+static void csv_text(const char* s, int last) {
+    if (strpbrk(s, ",\"\r\n")) {
+        fputc('"', csv.f);
+        for (; *s; s++) {
+            if (*s == '"') fputc('"', csv.f);
+            fputc(*s, csv.f);
+        }
+        fputc('"', csv.f);
+    } else {
+        fputs(s, csv.f);
+    }
+    fputc(last ? '\n' : ',', csv.f);
+}
+
+/* Collective: every rank; rank 0 opens the file. Exits (2) when it cannot. */
+static void csv_open(const options_t* o, int component_on) {
+    int nodes = count_node_ids(); /* collective */
+    int ok = 1;
+    if (rank == 0) {
+        csv.nodes = nodes;
+        if (o->label)
+            snprintf(csv.variant, sizeof(csv.variant), "%s", o->label);
+        else
+            snprintf(csv.variant, sizeof(csv.variant), "%s%s", buf_names[o->buf],
+                     o->buf != BUF_HOST ? ""
+                     : component_on     ? ",gpucoll"
+                                        : ",off");
+        time_t now = time(NULL);
+        strftime(csv.date, sizeof(csv.date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        gethostname(csv.host, sizeof(csv.host) - 1);
+        csv.f = fopen(o->csv_path, "w");
+        if (!csv.f) {
+            fprintf(stderr, "gpucoll_bench: --csv %s: %s\n", o->csv_path, strerror(errno));
+            ok = 0;
+        } else {
+            fprintf(csv.f, "%s\n", csv_header);
+        }
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!ok) {
+        MPI_Finalize();
+        exit(2);
+    }
+}
+
+/* Rank 0: the row of one size, as printed in the table. */
+static void csv_row(const options_t* o, bench_coll_t coll, size_t bytes, size_t count,
+                    const row_info_t* row) {
+    if (!csv.f) return;
+    double avg = row->t_sum / nranks;
+    double algbw = avg > 0 ? (double)bytes / avg / 1e9 : 0.0;
+    double factor = busbw_factor(coll, nranks);
+    char root[16] = "";
+    if (coll == B_BCAST || coll == B_REDUCE) snprintf(root, sizeof(root), "%d", o->root);
+    csv_text(coll_names[coll], 0);
+    fprintf(csv.f, "%zu,%zu,", bytes, count);
+    csv_text(o->dtype->name, 0);
+    csv_text(coll_reduces(coll) ? o->op->name : "", 0);
+    csv_text(form_names[o->form], 0);
+    csv_text(coll == B_BCAST ? "" : o->in_place ? "yes" : "no", 0);
+    csv_text(root, 0);
+    csv_text(csv.variant, 0);
+    csv_text(buf_names[o->buf], 0);
+    csv_text(row->path, 0);
+    csv_text(row->alg, 0);
+    csv_text(row->mixed ? "no" : "yes", 0);
+    fprintf(csv.f, "%d,%d,1,%.3f,%.3f,%.3f,%.3f,%.6g,%.6g,%.6g,%ld,%.0f,%.2f,", nranks, csv.nodes,
+            avg * 1e6, row->t_min * 1e6, row->t_median * 1e6, row->t_max * 1e6, algbw,
+            algbw * factor, factor, row->iters, row->peer / nranks, row->syncs / nranks);
+    csv_text(o->check ? (row->bad ? "FAIL" : "PASS") : "", 0);
+    csv_text(gpucoll_version(), 0);
+    csv_text(o->commit ? o->commit : "", 0);
+    csv_text(csv.date, 0);
+    csv_text(csv.host, 0);
+    csv_text("gpucoll_bench", 1);
+    fflush(csv.f);
+}
+
+/* Rank 0: 0, or 1 when the file could not be written whole. */
+static int csv_close(const options_t* o) {
+    if (!csv.f) return 0;
+    int bad = ferror(csv.f) != 0;
+    if (fclose(csv.f) != 0) bad = 1;
+    csv.f = NULL;
+    if (bad) fprintf(stderr, "gpucoll_bench: --csv %s: write failed\n", o->csv_path);
+    return bad;
 }
 
 static int bench_coll(const options_t* o, bench_coll_t coll, const char* backend, int component_on,
@@ -1125,6 +1303,7 @@ static int bench_coll(const options_t* o, bench_coll_t coll, const char* backend
                    row.syncs / nranks);
             if (o->check) printf("  %s", row.bad ? "FAIL" : "PASS");
             printf("\n");
+            csv_row(o, coll, bytes, c.total, &row);
             if (o->overlap) {
                 double ov = 100.0 * (1.0 - (row.t_total - row.t_compute) / avg);
                 printf("#%11zu %12.2f %10.2f %10.2f %10.1f\n", bytes, avg * 1e6,
@@ -1210,6 +1389,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     int nodes = count_nodes();
+    if (o.csv_path) csv_open(&o, all_on);
 
     size_t max_bytes = o.max_bytes;
     unsigned char* host = malloc(max_bytes ? max_bytes : 1);
@@ -1228,11 +1408,12 @@ int main(int argc, char** argv) {
                              send, recv);
     }
     if (rank == 0 && o.check) printf("# validation: %s\n", failed ? "FAILED" : "all sizes passed");
+    int csv_failed = rank == 0 ? csv_close(&o) : 0;
 
     buf_free(o.buf, send);
     buf_free(o.buf, recv);
     free(host);
     free(host2);
     MPI_Finalize();
-    return failed ? 1 : 0;
+    return failed || csv_failed ? 1 : 0;
 }

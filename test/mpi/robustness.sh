@@ -1,8 +1,9 @@
 #!/bin/sh
 # robustness.sh - the accelerated path never hangs and never disagrees:
 #  1. test_robustness (progress while waiting, host-capable memory kinds in the
-#     info key, a failure after posting, then staging or an immediate
-#     MPI_Comm_free) at 2, 3 and 4 ranks, host and device flags, with Open MPI's
+#     info key, a failure after posting: an error on every rank, then staging
+#     or an immediate MPI_Comm_free) at 2, 3 and 4 ranks, host and device
+#     flags, direct and chain bcast, with Open MPI's
 #     copy-in/out shared memory (no CMA): a large send then needs the
 #     sender's progress;
 #     memory of unknown range staged (emu, GPUCOLL_EMU_INCOMPLETE_SIZE);
@@ -29,6 +30,10 @@ for np in 2 3 4; do
     run_mpi "$np" --mca coll_gpucoll_device "$TEST_DEVICE" --mca btl_vader_single_copy_mechanism none -- \
         sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" --inject
 done
+echo "== the same with the chain bcast (the failing rank in the middle of the chain)"
+# shellcheck disable=SC2016
+run_mpi 4 --mca coll_gpucoll_device "$TEST_DEVICE" --mca coll_gpucoll_bcast_algorithm chain \
+    --mca btl_vader_single_copy_mechanism none -- sh -c "$inject_rank1" "$MPI_TESTDIR/test_robustness" --inject
 if [ "$TEST_DEVICE" = emu ]; then
     echo "== a peer that overstates its allocations: every rank fails the call"
     # shellcheck disable=SC2016

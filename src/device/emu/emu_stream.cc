@@ -38,6 +38,10 @@ void EmuStream::enqueue(Work work) {
 }
 
 void EmuStream::run(Work& work) {
+    // Like a CUDA stream after a failed operation (a sticky error): the work
+    // queued behind it does not run (a flag write there would tell the peers
+    // that a step succeeded) until synchronize() has reported the failure.
+    if (failed_.load(std::memory_order_acquire)) return;
     const Status s = work();
     if (s == kSuccess) return;
     std::lock_guard lock(mutex_);

@@ -28,7 +28,8 @@ public:
     EmuStream(const EmuStream&) = delete;
     EmuStream& operator=(const EmuStream&) = delete;
 
-    // Runs work after everything enqueued before it.
+    // Runs work after everything enqueued before it; after a work item
+    // failed, nothing more runs until synchronize() (as after a CUDA error).
     void enqueue(Work work);
 
     // Waits for all enqueued work; returns the first error since the last

@@ -4,6 +4,9 @@
 #   device buffers through gpucoll (emu or cuda; one column per algorithm given
 #   with -a), host buffers with the component loaded, host buffers with the
 #   component off (--mca coll ^gpucoll).
+# Every run also writes its results as CSV (gpucoll_bench --csv); they are
+# collected in one result directory, with results.csv (all rows) and the
+# plots of contrib/plot-bench.py (latency and bus bandwidth against size).
 #
 #   contrib/bench.sh                        # allreduce 4:64M, np 4, best backend
 #   contrib/bench.sh -n 4 -c allreduce -m 4K:64M -r 3
@@ -33,12 +36,25 @@ usage: contrib/bench.sh [options] [BUILDDIR] [-- gpucoll_bench options]
                UCX_TLS / UCX_NET_DEVICES are set in the environment
   -b BUILDDIR  build tree (default: the argument, ./_build, ./_build/*, the
                current directory, or _build next to this script)
-  -q           print only the commands and the comparison tables
+  -o DIR       result directory (default: $GPUCOLL_BENCH_RESULTS/DATE-TIME-DEVICE,
+               GPUCOLL_BENCH_RESULTS defaulting to BUILDDIR/bench-results): runs/
+               holds each run's CSV (gpucoll_bench --csv, with the variant's
+               label and the commit: git describe of the build's source),
+               results.csv all of them, comparison.txt the comparison tables,
+               and DEVICE-COLL-latency.png / DEVICE-COLL-busbw.png the plots
+  -P           no plots (also GPUCOLL_BENCH_PLOTS=0); contrib/plot-bench.py
+               RESULTS.csv makes them later. Plots need matplotlib:
+               contrib/plot-deps.sh installs it into a virtual environment under
+               $GPUCOLL_CACHE (default /var/cache/gpucoll) the first time; when
+               it cannot, bench.sh says so and still succeeds
+  -q           print only the commands, the comparison tables and where the
+               results went
   -H           device columns only (no host-buffer runs); the ratio column
                then compares with the first algorithm of -a
   -h           this help
 Options after -- go to gpucoll_bench (-t TYPE, -o OP, -c, --in-place, -i, -w, ...).
-Environment: MPIRUN (default mpirun).
+Environment: MPIRUN (default mpirun), GPUCOLL_BENCH_RESULTS, GPUCOLL_BENCH_PLOTS and
+GPUCOLL_CACHE (see -o and -P).
 EOF
 }
 
@@ -53,6 +69,8 @@ extra_mpirun=
 shapes=
 builddir=
 quiet=0
+plots=${GPUCOLL_BENCH_PLOTS:-1}
+resdir=
 host_runs=1
 bench_args=()
 
@@ -68,6 +86,8 @@ while [ $# -gt 0 ]; do
     -x) extra_mpirun=$2; shift 2 ;;
     -N) shapes=$2; shift 2 ;;
     -b) builddir=$2; shift 2 ;;
+    -o) resdir=$2; shift 2 ;;
+    -P) plots=0; shift ;;
     -q) quiet=1; shift ;;
     -H) host_runs=0; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -126,6 +146,20 @@ fi
 case $device in cuda | emu) ;; *) echo "bench.sh: -d must be cuda or emu" >&2; exit 2 ;; esac
 
 case $colls in all) colls=allreduce,bcast,allgather,reduce_scatter,reduce_scatter_block,reduce ;; esac
+
+# ---------------------------------------------------------------- result files
+top=$(cd "$(dirname "$0")/.." && pwd)
+# The commit of the build's source (gpu-prepare.sh's builds: BUILD_COMMIT).
+src=$(sed -n 's/^abs_top_srcdir = //p' "$B/Makefile" 2>/dev/null)
+commit=$(git -C "${src:-$top}" describe --always --dirty 2>/dev/null) ||
+    commit=$(cat "$B/BUILD_COMMIT" 2>/dev/null) || commit=
+if [ -z "$resdir" ]; then
+    resdir=${GPUCOLL_BENCH_RESULTS:-$B/bench-results}/$(date -u +%Y%m%d-%H%M%S)-$device
+    [ -e "$resdir" ] && resdir=$resdir-$$
+fi
+mkdir -p "$resdir/runs" || { echo "bench.sh: cannot create the result directory $resdir" >&2; exit 2; }
+resdir=$(cd "$resdir" && pwd)
+echo "# result files: $resdir"
 
 # ---------------------------------------------------------------- mpirun
 # make_mpirun NP [NODE_SIZES]: mpirun_cmd for NP ranks; with node sizes
@@ -260,7 +294,9 @@ for coll in "${coll_list[@]}"; do
         for i in "${!vargs[@]}"; do
             IFS='|' read -r margs bargs <<<"${vargs[$i]}"
             # shellcheck disable=SC2206
-            cmd=("${env_cmd[@]}" "${mpirun_cmd[@]}" $margs "${wrap_cmd[@]}" "$bench" "$coll" $bargs -m "$sizes" -T "$tcap" "${bench_args[@]}")
+            cmd=("${env_cmd[@]}" "${mpirun_cmd[@]}" $margs "${wrap_cmd[@]}" "$bench" "$coll" $bargs -m "$sizes" -T "$tcap"
+                --csv "$resdir/runs/$coll${shape:+.$shape}.v$i.r$r.csv" --label "${labels[$i]}${shape:+ @$shape}"
+                ${commit:+--commit "$commit"} "${bench_args[@]}")
             out=$tmp/$coll.v$i.r$r
             echo "# [$coll ${labels[$i]}, $where, run $r/$repeats]"
             show "${cmd[@]}"
@@ -288,5 +324,31 @@ done
 
 for s in "${summary[@]}"; do
     printf '%s\n\n' "$s"
-done
+done | tee "$resdir/comparison.txt"
+
+# All rows in one file (one header), then the plots.
+set -- "$resdir"/runs/*.csv
+if [ -f "$1" ]; then
+    awk 'FNR == 1 && NR != 1 { next } { print }' "$@" >"$resdir/results.csv"
+    echo "# results: $resdir/results.csv ($(($(wc -l <"$resdir/results.csv") - 1)) rows; one file per run in $resdir/runs)"
+    if [ "$plots" = 0 ]; then
+        echo "# plots: not made (-P or GPUCOLL_BENCH_PLOTS=0); contrib/plot-bench.py $resdir/results.csv makes them"
+    elif ! command -v python3 >/dev/null 2>&1; then
+        echo "bench.sh: no plots: python3 is not installed (contrib/install-deps.sh)" >&2
+    else
+        # (the first time, contrib/plot-deps.sh installs matplotlib: ~20 s)
+        plot_cmd=(python3 "$top/contrib/plot-bench.py" -o "$resdir" -p "$device-" "$resdir/results.csv")
+        show "${plot_cmd[@]}"
+        if pngs=$("${plot_cmd[@]}" 2>"$tmp/plot.err"); then
+            echo "# plots:"
+            printf '%s\n' "$pngs" | sed 's/^/#   /'
+        else
+            echo "bench.sh: no plots (that alone does not fail the benchmark):" >&2
+            sed 's/^/  /' "$tmp/plot.err" | tail -n 8 >&2
+            echo "  contrib/plot-bench.py $resdir/results.csv makes them once matplotlib can be had" >&2
+        fi
+    fi
+else
+    echo "bench.sh: no result file was written (every run failed?)" >&2
+fi
 exit $status

@@ -102,6 +102,9 @@ export LD_LIBRARY_PATH=$B/src/.libs:$top/.gpu/lib:$LD_LIBRARY_PATH
 # Open MPI finds the component in the build tree (keep the default path tokens).
 export OMPI_MCA_mca_base_component_path="$B/coll/.libs:SYS_DEFAULT:USER_DEFAULT"
 export GPUCOLL_BUILDDIR=$B GPUCOLL_SRCDIR=$top MPIRUN=mpirun GPUCOLL_TEST_DEVICE=cuda
+# contrib/bench.sh's result files (CSV) come back with the logs; no plots here
+# (no network for matplotlib): contrib/plot-bench.py makes them afterwards.
+export GPUCOLL_BENCH_RESULTS=$out/bench-results GPUCOLL_BENCH_PLOTS=0
 
 step_info() {
     date -u

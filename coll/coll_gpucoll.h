@@ -122,6 +122,7 @@ typedef struct mca_coll_gpucoll_component_t {
     char* rail_devices;      /* the NIC of each GPU, given (NULL: discovered) */
     int wait_warning;        /* seconds a blocking wait lasts before it says so (0: never) */
     int max_comms;           /* communicators with an accelerated path at once (0: no bound) */
+    int peer_timeout;        /* seconds without data from a peer on another node in a call (0: for ever) */
     int version_check;       /* MCA_COLL_GPUCOLL_VERSION_CHECK_* */
 
     /* state */

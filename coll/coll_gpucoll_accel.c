@@ -175,6 +175,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.rail_devices = c->rail_devices;
     config.wait_warning_s = c->wait_warning;
     config.max_comms = c->max_comms;
+    config.peer_timeout_s = c->peer_timeout;
 
     gpucoll_bootstrap_ctx_t ctx = {m, comm};
     gpucoll_bootstrap_t bs = {&ctx, ompi_comm_rank(comm), ompi_comm_size(comm),

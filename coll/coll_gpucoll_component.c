@@ -45,6 +45,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .rails = true,
     .wait_warning = 60,
     .max_comms = 256,
+    .peer_timeout = 120,
     .version_check = MCA_COLL_GPUCOLL_VERSION_CHECK_EXACT,
     .one_shot_max = 0,
     .chain_min = 8 * 1024 * 1024,
@@ -389,6 +390,17 @@ static const gpucoll_param_t gpucoll_params[] = {
      "message: the wait goes on. 0: never.",
      MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.wait_warning},
+    {"peer_timeout",
+     "Seconds a rank waits inside an accelerated call for data from a rank on another node that "
+     "is in the call (its node answered for it) with nothing arriving, before the call fails "
+     "there: that node is unreachable (its link or the node is down) or the rank is stopped that "
+     "long. Every rank that waits on it then fails the call too (MPI_ERRORS_RETURN: an error "
+     "code; the default error handler ends the job), with a message naming the rank and its "
+     "host. A rank that is late to enter a call is not timed out (coll_gpucoll_wait_warning says "
+     "whom a rank waits for). A connection UCX itself reports as failed fails the call at once. "
+     "0: wait for ever.",
+     MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_coll_gpucoll_component.peer_timeout},
 };
 
 static const mca_base_var_enum_value_t gpucoll_version_check_values[] = {

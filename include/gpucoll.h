@@ -497,6 +497,17 @@ typedef struct gpucoll_comm_config {
      * of its ranks is at the bound has no accelerated path (its device
      * buffers are staged; said once per process), agreed by all its ranks. */
     int max_comms;
+    /* Between nodes: a rank that waits this many seconds inside a call for
+     * the data of a peer on another node that is in the call (its node's
+     * verdict came), with nothing from it meanwhile, fails the call: the
+     * peer is unreachable (its link or node is down) or stopped that long.
+     * The call fails on every rank that waits on it (each times out, or is
+     * told by a node-mate or another node), with a message naming the rank
+     * and its host. The wait for a peer to enter a call (late, busy in its
+     * own work) is not bounded by this: only warned about. The error UCX
+     * itself reports for an endpoint (a refused or reset connection, its
+     * keepalive) fails the call at once. 0: wait for ever. Default 120. */
+    double peer_timeout_s;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

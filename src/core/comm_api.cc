@@ -192,6 +192,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->inter_bcast = 0;
     config->wait_warning_s = 60;
     config->max_comms = 0;  // no bound
+    config->peer_timeout_s = 120;
     config->verbose = 0;
     config->log = nullptr;
 }

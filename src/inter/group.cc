@@ -192,6 +192,18 @@ void Group::warn_waiting(uint64_t seq, int peer, bool receiving) const {
     }
 }
 
+Status Group::unreachable(uint64_t seq, int peer, const char* why) const {
+    const size_t m = static_cast<size_t>(peer);
+    const int rank = peer >= 0 && m < config_.member_ranks.size() ? config_.member_ranks[m] : -1;
+    const std::string host =
+        peer >= 0 && m < config_.member_hosts.size() ? config_.member_hosts[m] : std::string();
+    return set_error(GPUCOLL_ERR_SYSTEM,
+                     "rank %d on host %s is unreachable: %s; call %llu fails on every rank that "
+                     "waits on it (its link or node down, or the process stopped)",
+                     rank, host.empty() ? "?" : host.c_str(), why,
+                     static_cast<unsigned long long>(seq));
+}
+
 void Group::abort(uint64_t seq) {
     for (int p = 0; p < size(); ++p) {
         if (p == me_) continue;
@@ -257,6 +269,32 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
         while (at < ops.size() && ops[at].bytes == 0 && !ops[at].host) ++at;
     };
     unsigned idle = 0;  // passes without completions in a row
+    // The member this transfer waits on: a receive still waited for, else a
+    // send's member (-1: none).
+    auto awaited = [&](bool* receiving) {
+        *receiving = true;
+        for (const Slot& sl : recv_slots)
+            if (sl.busy) return recvs[sl.op].peer;
+        *receiving = false;
+        for (const Slot& sl : send_slots)
+            if (sl.busy) return sends[sl.op].peer;
+        return -1;
+    };
+    // A member whose endpoint UCX reported failed: its receives would wait
+    // for ever (they match by tag on the worker, not on its endpoint).
+    auto lost_member = [&]() {
+        for (const Slot& sl : recv_slots)
+            if (sl.busy && transport_->failed(members_[recvs[sl.op].peer]))
+                return recvs[sl.op].peer;
+        for (const Slot& sl : send_slots)
+            if (sl.busy && transport_->failed(members_[sends[sl.op].peer]))
+                return sends[sl.op].peer;
+        return -1;
+    };
+    // Data steps come after every node's verdict: their members are in the
+    // call, and a silence of peer_timeout_s is a lost peer, not a late one.
+    const double peer_timeout_s = step < kDataSteps ? config_.peer_timeout_s : 0;
+    auto last_news = start;
     // Not the hello (its own timeout), not on a progress thread (waits of
     // nonblocking calls: a peer computing before its next call is normal).
     WaitWatch watch(
@@ -346,19 +384,34 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
             }
             sl.busy = false, --recvs_left, any = true;
         }
-        if (any) idle = 0, watch.reset();
+        if (any) {
+            idle = 0, watch.reset();
+            if (peer_timeout_s > 0) last_news = std::chrono::steady_clock::now();
+        }
         if (!any) {
             Status s = check_abort(seq);
             if (s != kSuccess) return cleanup(s);
+            if (spins % 16 == 8) {
+                const int lost = lost_member();
+                if (lost >= 0)
+                    return cleanup(unreachable(seq, lost, "UCX reports its connection failed"));
+            }
             if (spins % 16 == 8 && watch.due()) {
-                // Whom: a receive still waited for, else a send's member.
-                int peer = -1;
                 bool receiving = false;
-                for (const Slot& sl : recv_slots)
-                    if (sl.busy && peer < 0) peer = recvs[sl.op].peer, receiving = true;
-                for (const Slot& sl : send_slots)
-                    if (sl.busy && peer < 0) peer = sends[sl.op].peer;
+                const int peer = awaited(&receiving);
                 warn_waiting(seq, peer, receiving);
+            }
+            if (peer_timeout_s > 0 && spins % 256 == 128 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - last_news)
+                        .count() > peer_timeout_s) {
+                bool receiving = false;
+                const int peer = awaited(&receiving);
+                char why[160];
+                std::snprintf(why, sizeof why,
+                              "nothing %s it for %.0f s while it is in the call "
+                              "(coll_gpucoll_peer_timeout)",
+                              receiving ? "came from" : "went to", peer_timeout_s);
+                return cleanup(unreachable(seq, peer, why));
             }
             if (timeout_s > 0 && spins % 256 == 255 &&
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/staging.h"
@@ -48,9 +49,14 @@ struct GroupConfig {
     // log (common/wait_watch.h); 0: never. member_ranks: each member's rank
     // in the communicator, for that message.
     double wait_warning_s = 0;
+    // A data step that receives or sends nothing for this long while a
+    // member is in the call fails (gpucoll_comm_config_t.peer_timeout_s);
+    // 0: never. Arrival waits (the verdicts, the hello) are not bounded.
+    double peer_timeout_s = 0;
     bool uniform_memory = false;
     void (*log)(int level, const char* message) = nullptr;
     std::vector<int> member_ranks;
+    std::vector<std::string> member_hosts;  // each member's host, for messages ("": unknown)
 };
 
 class Group {
@@ -120,6 +126,8 @@ private:
     // config_.wait_warning_s for member peer (never on a progress thread:
     // config_.log may be Open MPI's output).
     void warn_waiting(uint64_t seq, int peer, bool receiving) const;
+    // The error of a call whose member peer is lost, and why.
+    Status unreachable(uint64_t seq, int peer, const char* why) const;
 
     // One send or receive chunk in flight (a slot of the pinned pool).
     struct Slot {

@@ -73,7 +73,15 @@ Topology Topology::from_identities(const std::vector<std::string>& ids, int rank
     std::map<std::string, int> index;  // nodes numbered by their first rank
     for (int r = 0; r < t.size; ++r) {
         auto [it, fresh] = index.emplace(ids[r], t.nodes());
-        if (fresh) t.members.emplace_back();
+        if (fresh) {
+            t.members.emplace_back();
+            // "BOOTID/HOSTNAME" or "hostid:NAME" (intra::node_identity)
+            const std::string& id = ids[r];
+            const size_t slash = id.find('/'), colon = id.find(':');
+            t.hosts.push_back(slash != std::string::npos   ? id.substr(slash + 1)
+                              : colon != std::string::npos ? id.substr(colon + 1)
+                                                           : id);
+        }
         t.node_of.push_back(it->second);
         t.local_of.push_back(static_cast<int>(t.members[it->second].size()));
         t.members[it->second].push_back(r);
@@ -182,6 +190,7 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
     gc.progress = config.progress;
     gc.sleep_when_idle = processes_on_machine(topo) > machine_cores();
     gc.wait_warning_s = config.wait_warning_s;
+    gc.peer_timeout_s = config.peer_timeout_s;
     gc.uniform_memory = config.uniform_memory != 0;
     gc.log = config.log;
     bool ok = topo.size <= static_cast<int>(kMaxGroupSize);
@@ -191,6 +200,9 @@ Status Hierarchy::create(const gpucoll_bootstrap_t& bs, const Topology& topo,
         for (int n = 0; n < topo.nodes() && ok; ++n) {
             const int r = topo.members[n][local];
             mine.member_ranks.push_back(r);
+            mine.member_hosts.push_back(static_cast<size_t>(n) < topo.hosts.size()
+                                            ? topo.hosts[static_cast<size_t>(n)]
+                                            : "");
             Endpoint* ep = nullptr;
             if (r != topo.rank)
                 ok = transport->connect(all.data() + static_cast<size_t>(r) * longest, lengths[r],

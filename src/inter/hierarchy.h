@@ -21,6 +21,7 @@ struct Topology {
     int node = 0, local = 0;                // mine
     std::vector<int> node_of, local_of;     // per rank
     std::vector<std::vector<int>> members;  // per node: its ranks, in rank order
+    std::vector<std::string> hosts;         // per node: its host name (or GPUCOLL_HOSTID)
     int min_ppn = 0, max_ppn = 0;
     int nodes() const { return static_cast<int>(members.size()); }
     bool equal_ppn() const { return min_ppn == max_ppn; }

@@ -69,6 +69,10 @@ public:
     // Ends a receive that will never match; a send is only released (its
     // completion is no longer awaited; req->abandoned: it had not completed).
     void cancel(Request* req);
+    // UCX reported the peer of ep unreachable (its error handler ran: the
+    // connection failed, or UCX's keepalive got no answer). Its sends fail;
+    // receives from it, which match by tag on the worker, would wait on.
+    bool failed(const Endpoint* ep) const;
     void progress();
     // Sleeps until the network has something for this worker, or timeout_ms
     // passes (no busy polling while a transfer waits: ranks that share cores

@@ -35,6 +35,7 @@ Status Transport::test(Request*, bool* done) {
     return kSuccess;
 }
 void Transport::cancel(Request*) {}
+bool Transport::failed(const Endpoint*) const { return false; }
 void Transport::progress() {}
 void Transport::wait(int) {}
 bool Transport::device_capable(Endpoint*, std::string*) { return false; }

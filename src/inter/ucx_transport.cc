@@ -22,7 +22,9 @@ namespace gpucoll::inter {
 class Endpoint {
 public:
     ucp_ep_h ep = nullptr;
-    bool failed = false;  // UCX reported the peer unreachable (its operations fail)
+    // UCX reported the peer unreachable (its operations fail); set from
+    // whichever thread progresses the worker.
+    std::atomic<bool> failed{false};
 };
 
 struct Transport::Impl {
@@ -134,7 +136,7 @@ Status Transport::connect(const uint8_t* address, size_t bytes, Endpoint** out) 
         // Called from progress when the peer is gone: its requests complete
         // with an error, which the waits report; nothing else to do here.
         params.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
-            static_cast<Endpoint*>(arg)->failed = true;
+            static_cast<Endpoint*>(arg)->failed.store(true, std::memory_order_release);
         };
         params.err_handler.arg = e.get();
         params.address = reinterpret_cast<const ucp_address_t*>(address);
@@ -223,6 +225,10 @@ void Transport::cancel(Request* req) {
     }
     req->handle = nullptr;
     req->active = false;
+}
+
+bool Transport::failed(const Endpoint* ep) const {
+    return ep != nullptr && ep->failed.load(std::memory_order_acquire);
 }
 
 void Transport::progress() { ucp_worker_progress(impl_->worker); }

@@ -34,6 +34,7 @@
 #include "inter/group_algorithms.h"
 #include "inter/hierarchy.h"
 #include "inter/transport.h"
+#include "inter_helpers.h"
 
 namespace {
 
@@ -131,18 +132,6 @@ int node_of(const std::vector<int>& nodes, int rank) {
     return -1;
 }
 
-// Everything one rank checks; the number of failures is its exit status.
-struct Checker {
-    int rank, failures = 0;
-    void check(bool ok, const char* fmt, const std::string& what)
-        __attribute__((format(printf, 3, 0))) {
-        if (ok) return;
-        ++failures;
-        char line[512];
-        std::snprintf(line, sizeof line, fmt, what.c_str());
-        std::fprintf(stderr, "[rank %d] %s\n", rank, line);  // one write: ranks interleave
-    }
-};
 
 void* dalloc(size_t bytes) {
     void* p = nullptr;
@@ -337,11 +326,6 @@ int run_rank(const Case& c, int rank, gpucoll_bootstrap_t& bs) {
 }
 
 // The forked ranks talk over UCX's tcp on the loopback interface.
-void use_tcp_loopback() {
-    setenv("UCX_TLS", "tcp,self", 1);
-    setenv("UCX_NET_DEVICES", "lo", 1);
-    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
-}
 
 class InterPaths : public ::testing::TestWithParam<Case> {};
 
@@ -530,43 +514,6 @@ int run_rank_nonblocking(const std::vector<int>& nodes, int rank, gpucoll_bootst
 // the message is delivered): the request says so (abandoned), which is what
 // keeps a verdict exchange from freeing the buffer. A send that completed is
 // not abandoned.
-// Two forked ranks, each with a transport over tcp loopback connected to
-// the other.
-struct TransportPair {
-    std::unique_ptr<gpucoll::inter::Transport> t;
-    gpucoll::inter::Endpoint* peer = nullptr;
-
-    // 0, or the exit status that says what failed.
-    int open(int rank, gpucoll_bootstrap_t& bs) {
-        using gpucoll::inter::Transport;
-        if (Transport::create(false, "lo", &t) != GPUCOLL_SUCCESS) {
-            std::fprintf(stderr, "[rank %d] transport: %s\n", rank, gpucoll_last_error());
-            return 100;
-        }
-        const std::vector<uint8_t>& mine = t->address();
-        std::vector<uint8_t> all(2 * 4096, 0);
-        if (mine.size() > 4096) return 101;
-        std::vector<uint8_t> padded(4096, 0);
-        std::copy(mine.begin(), mine.end(), padded.begin());
-        bs.allgather(bs.ctx, padded.data(), all.data(), padded.size());
-        if (t->connect(all.data() + size_t(1 - rank) * 4096, 4096, &peer) != GPUCOLL_SUCCESS) {
-            std::fprintf(stderr, "[rank %d] connect: %s\n", rank, gpucoll_last_error());
-            return 102;
-        }
-        return 0;
-    }
-
-    // Waits for req, progressing the worker (the sender's side of a
-    // rendezvous moves only then): GPUCOLL_SUCCESS once done, or the error.
-    int finish(gpucoll::inter::Request& req) {
-        bool done = false;
-        for (long i = 0; i < 20000000; ++i) {
-            t->progress();
-            if (const int rc = t->test(&req, &done); rc != GPUCOLL_SUCCESS || done) return rc;
-        }
-        return GPUCOLL_ERR_INTERNAL;
-    }
-};
 
 int run_rank_abandoned_send(int rank, gpucoll_bootstrap_t& bs) {
     using namespace gpucoll::inter;

@@ -29,8 +29,8 @@
 #     count contrib/sanitize.sh's; docs/testing.md lists the steps of
 #     contrib/gpu-run.sh --help.
 # Prints PASS/FAIL/SKIP lines, then "N passed, N failed, N skipped"; exits
-# nonzero on any failure. Runs nothing that changes the machine beyond the
-# build.
+# nonzero on any failure. Changes nothing on the machine but what
+# contrib/setup.sh installs and builds.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 case ${1:-} in -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;/^set -u/d'; exit 0 ;; esac

@@ -14,7 +14,18 @@
 # Needs root, debootstrap (installed if missing) and the package mirror.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-suite=${1:?usage: contrib/rootfs.sh SUITE [COMMAND...]}
+case ${1:-} in
+-h | --help | "")
+    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    [ -n "${1:-}" ]
+    exit
+    ;;
+-*)
+    echo "contrib/rootfs.sh: unknown option $1 (usage: contrib/rootfs.sh SUITE [COMMAND...])" >&2
+    exit 2
+    ;;
+esac
+suite=$1
 shift
 cache=${GPUCOLL_CACHE:-/var/cache/gpucoll}
 root=$cache/rootfs/$suite

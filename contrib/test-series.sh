@@ -16,7 +16,18 @@
 # (skips otherwise: exit 77, with the reason).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-suite=${1:?usage: contrib/test-series.sh SUITE [asan]}
+case ${1:-} in
+-h | --help | "")
+    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    [ -n "${1:-}" ]
+    exit
+    ;;
+-*)
+    echo "contrib/test-series.sh: unknown option $1 (usage: contrib/test-series.sh SUITE [asan])" >&2
+    exit 2
+    ;;
+esac
+suite=$1
 build=$suite label=$suite
 configure=
 if [ "${2:-}" = asan ]; then

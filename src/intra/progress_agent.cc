@@ -24,7 +24,8 @@ constexpr auto kMaxNap = std::chrono::microseconds(320);
 // goes idle after kLazyLinger looks with nothing to do. On the 2-core VM
 // with 4 ranks, a wake-up per call made 4 KiB MPI_Iallreduce + MPI_Wait
 // 7-9x slower and a look per millisecond 2-3x; a look per 10 ms is within
-// noise of no thread (docs/dev-notes.md).
+// noise of no thread (docs/performance.md, "Design choices the numbers
+// decided").
 constexpr auto kLazyNap = std::chrono::milliseconds(10);
 constexpr unsigned kLazyLinger = 100;
 }  // namespace

@@ -1,6 +1,7 @@
 /*
  * test_internode.c - the path between nodes, with nodes faked on one
- * machine (GPUCOLL_HOSTID per rank, see internode.sh):
+ * machine (GPUCOLL_HOSTID per rank, see test/mpi/internode.sh) or on real
+ * hosts told apart by their host names (test/cluster/internode.sh):
  *  1. allreduce (float sum; small, large, in place): results on every rank,
  *     the composition each call ran (hier on equal nodes, leader on uneven
  *     ones), and the bytes each rank sent between nodes against the bound
@@ -48,8 +49,13 @@ typedef struct shape {
 
 static shape_t learn_shape(void) {
     char mine[64] = {0}, *all = NULL;
+    // The node: GPUCOLL_HOSTID where nodes are faked, else the host name
+    // (real hosts: test/cluster/internode.sh).
     const char* id = getenv("GPUCOLL_HOSTID");
-    snprintf(mine, sizeof mine, "%s", id ? id : "");
+    if (id)
+        snprintf(mine, sizeof mine, "%s", id);
+    else if (gethostname(mine, sizeof mine - 1) != 0)
+        TU_DIE("gethostname failed");
     all = calloc((size_t)tu.world_size, sizeof mine);
     if (!all) TU_DIE("out of memory");
     MPI_Allgather(mine, sizeof mine, MPI_CHAR, all, sizeof mine, MPI_CHAR, MPI_COMM_WORLD);

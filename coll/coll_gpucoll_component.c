@@ -391,14 +391,14 @@ static const gpucoll_param_t gpucoll_params[] = {
      MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.wait_warning},
     {"peer_timeout",
-     "Seconds a rank waits inside an accelerated call for data from a rank on another node that "
-     "is in the call (its node answered for it) with nothing arriving, before the call fails "
-     "there: that node is unreachable (its link or the node is down) or the rank is stopped that "
-     "long. Every rank that waits on it then fails the call too (MPI_ERRORS_RETURN: an error "
-     "code; the default error handler ends the job), with a message naming the rank and its "
-     "host. A rank that is late to enter a call is not timed out (coll_gpucoll_wait_warning says "
-     "whom a rank waits for). A connection UCX itself reports as failed fails the call at once. "
-     "0: wait for ever.",
+     "Seconds a rank waits inside a blocking accelerated call for a rank on another node (its "
+     "data, or its node's word that it entered the call) with nothing arriving, before the call "
+     "fails there: that node is unreachable (its link or the node is down), or the rank is "
+     "stopped or that late (a late rank cannot be told from a lost one). Every rank that waits "
+     "on it then fails the call too (MPI_ERRORS_RETURN: an error code; the default error "
+     "handler ends the job), with a message naming the rank and its host. A connection UCX "
+     "itself reports as failed fails the call at once. Raise it (or 0) where ranks enter "
+     "collectives minutes apart. Nonblocking calls: their data only. 0: wait for ever.",
      MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
      &mca_coll_gpucoll_component.peer_timeout},
 };

@@ -498,15 +498,16 @@ typedef struct gpucoll_comm_config {
      * buffers are staged; said once per process), agreed by all its ranks. */
     int max_comms;
     /* Between nodes: a rank that waits this many seconds inside a call for
-     * the data of a peer on another node that is in the call (its node's
-     * verdict came), with nothing from it meanwhile, fails the call: the
-     * peer is unreachable (its link or node is down) or stopped that long.
-     * The call fails on every rank that waits on it (each times out, or is
-     * told by a node-mate or another node), with a message naming the rank
-     * and its host. The wait for a peer to enter a call (late, busy in its
-     * own work) is not bounded by this: only warned about. The error UCX
-     * itself reports for an endpoint (a refused or reset connection, its
-     * keepalive) fails the call at once. 0: wait for ever. Default 120. */
+     * a peer on another node, with nothing from it meanwhile (its data, or
+     * its node's verdict: the peer has not entered the call), fails the
+     * call: the peer is unreachable (its link or node is down), stopped, or
+     * that late (gpucoll cannot tell a late peer from a lost one). The call
+     * fails on every rank that waits on it (each times out, or is told by a
+     * node-mate or another node), with a message naming the rank and its
+     * host. The error UCX itself reports for an endpoint (a refused or
+     * reset connection) fails the call at once. 0: wait for ever. Default
+     * 120. Blocking calls and the data of nonblocking ones; the wait of a
+     * nonblocking call for its peers to enter it is not bounded. */
     double peer_timeout_s;
 } gpucoll_comm_config_t;
 

@@ -31,6 +31,10 @@ Group::~Group() {
     // A staged send abandoned by a failed transfer may still read the pinned
     // stage it was sent from: kept, not freed.
     if (stage_abandoned_) send_stage_.leak();
+    if (recv_abandoned_) {
+        recv_stage_.leak();
+        reduce_chunks_ = nullptr;  // leaked as well
+    }
     if (scratch_ != nullptr) device_->free(scratch_);
     if (reduce_chunks_ != nullptr) device_->free(reduce_chunks_);
 }
@@ -253,7 +257,13 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
 
     last_abandoned_ = false;
     auto cleanup = [&](Status s) {
-        for (Slot& sl : recv_slots) transport_->cancel(&sl.req);
+        for (Slot& sl : recv_slots) {
+            transport_->cancel(&sl.req);
+            // A receive whose sender was lost mid-message: UCX may still
+            // write into the pinned stage or the reduce chunks (kept for
+            // good; the communicator stages from now on).
+            if (sl.req.abandoned && !recvs[sl.op].host) recv_abandoned_ = true;
+        }
         for (Slot& sl : send_slots) {
             transport_->cancel(&sl.req);
             if (!sl.req.abandoned) continue;
@@ -291,9 +301,12 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
                 return sends[sl.op].peer;
         return -1;
     };
-    // Data steps come after every node's verdict: their members are in the
-    // call, and a silence of peer_timeout_s is a lost peer, not a late one.
-    const double peer_timeout_s = step < kDataSteps ? config_.peer_timeout_s : 0;
+    // Every wait but the hello's (its own timeout_s): a member that sends
+    // nothing for peer_timeout_s is lost. At a verdict it may only be late
+    // to enter the call: gpucoll cannot tell (a verdict sent into a cut link
+    // stays unacknowledged, so TCP's keepalive never speaks), and takes it
+    // for lost too, as any bound would.
+    const double peer_timeout_s = timeout_s > 0 ? 0 : config_.peer_timeout_s;
     auto last_news = start;
     // Not the hello (its own timeout), not on a progress thread (waits of
     // nonblocking calls: a peer computing before its next call is normal).
@@ -406,11 +419,17 @@ Status Group::transfer(uint64_t seq, uint32_t step, const std::vector<SendOp>& s
                         .count() > peer_timeout_s) {
                 bool receiving = false;
                 const int peer = awaited(&receiving);
-                char why[160];
-                std::snprintf(why, sizeof why,
-                              "nothing %s it for %.0f s while it is in the call "
-                              "(coll_gpucoll_peer_timeout)",
-                              receiving ? "came from" : "went to", peer_timeout_s);
+                char why[200];
+                if (step == kVerdictStep)
+                    std::snprintf(why, sizeof why,
+                                  "it did not enter the call within %.0f s of this rank "
+                                  "(coll_gpucoll_peer_timeout)",
+                                  peer_timeout_s);
+                else
+                    std::snprintf(why, sizeof why,
+                                  "nothing %s it for %.0f s while it is in the call "
+                                  "(coll_gpucoll_peer_timeout)",
+                                  receiving ? "came from" : "went to", peer_timeout_s);
                 return cleanup(unreachable(seq, peer, why));
             }
             if (timeout_s > 0 && spins % 256 == 255 &&

@@ -49,9 +49,9 @@ struct GroupConfig {
     // log (common/wait_watch.h); 0: never. member_ranks: each member's rank
     // in the communicator, for that message.
     double wait_warning_s = 0;
-    // A data step that receives or sends nothing for this long while a
-    // member is in the call fails (gpucoll_comm_config_t.peer_timeout_s);
-    // 0: never. Arrival waits (the verdicts, the hello) are not bounded.
+    // A transfer that receives or sends nothing for this long fails
+    // (gpucoll_comm_config_t.peer_timeout_s); 0: never. Not the hello (its
+    // own timeout), not post_host_exchange's requests (tested by the caller).
     double peer_timeout_s = 0;
     bool uniform_memory = false;
     void (*log)(int level, const char* message) = nullptr;
@@ -171,6 +171,9 @@ private:
     // UCX may still read that send's buffer. stage: any transfer abandoned
     // a send from the pinned stage.
     bool last_abandoned_ = false, stage_abandoned_ = false;
+    // A transfer abandoned a receive into the pinned stage or the reduce
+    // chunks (its sender lost mid-message): UCX may still write there.
+    bool recv_abandoned_ = false;
 };
 
 }  // namespace gpucoll::inter

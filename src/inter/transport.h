@@ -24,8 +24,9 @@ struct Request {
     bool active = false;     // started and not yet finished
     bool is_recv = false;
     size_t expected = 0;  // receives: the bytes the message must carry
-    // A send cancelled before it completed: UCX may still read its buffer,
-    // which its owner must then never free or reuse.
+    // A send (or begun receive) cancelled before it completed: UCX may
+    // still read (write) its buffer, which its owner must then never free
+    // or reuse.
     bool abandoned = false;
 };
 
@@ -66,8 +67,10 @@ public:
     // Without waiting: *done once req finished (then it is released). A
     // receive whose message does not carry exactly req->expected bytes fails.
     Status test(Request* req, bool* done);
-    // Ends a receive that will never match; a send is only released (its
-    // completion is no longer awaited; req->abandoned: it had not completed).
+    // Ends a receive that will never match; a send, or a receive whose
+    // message had begun and cannot end (its sender unreachable), is only
+    // released (req->abandoned: it had not completed; UCX may still read
+    // or write its buffer).
     void cancel(Request* req);
     // UCX reported the peer of ep unreachable (its error handler ran: the
     // connection failed, or UCX's keepalive got no answer). Its sends fail;

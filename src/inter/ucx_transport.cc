@@ -9,6 +9,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -215,9 +216,19 @@ void Transport::cancel(Request* req) {
     if (!req->active) return;
     if (req->handle != nullptr) {
         if (req->is_recv) {
+            // An unmatched receive ends at the next progress. One whose
+            // message had begun (a rendezvous from a peer now unreachable)
+            // does not: after 50 ms it is released unfinished, as an
+            // abandoned send is (UCX may still write into its buffer).
             ucp_request_cancel(impl_->worker, req->handle);
-            while (ucp_request_check_status(req->handle) == UCS_INPROGRESS)
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+            while (ucp_request_check_status(req->handle) == UCS_INPROGRESS) {
+                if (std::chrono::steady_clock::now() > until) {
+                    req->abandoned = true;
+                    break;
+                }
                 ucp_worker_progress(impl_->worker);
+            }
         } else if (ucp_request_check_status(req->handle) == UCS_INPROGRESS) {
             req->abandoned = true;  // released: UCX completes it on its own
         }

@@ -18,30 +18,9 @@
 set -eu
 . "$(dirname "$0")/../mpi/mpi-env.sh"
 
-grep -q '^#define GPUCOLL_HAVE_UCX 1' "$GPUCOLL_BUILDDIR/config.h" ||
-    skip "gpucoll was built without UCX"
-[ "$(id -u)" = 0 ] || skip "namespace hosts need root"
-# ORTE (4.1) takes plm_rsh_agent; PRRTE (5.0, 6.0) plm_ssh_agent: cluster.sh
-# mpirun-args gives the right names (untested here on 5.0 and 6.0).
-
-cluster=$GPUCOLL_SRCDIR/test/cluster/cluster.sh
-GPUCOLL_CLUSTER_MPIRUN=$MPIRUN
-GPUCOLL_CLUSTER_ID=$("$cluster" claim $$) || fail "no cluster id"
-export GPUCOLL_CLUSTER_ID GPUCOLL_CLUSTER_MPIRUN
-# shellcheck disable=SC2064 # expanded now
-trap "\"$cluster\" down; rm -rf \"$MPI_TMP\"" EXIT
-trap 'exit 130' INT TERM HUP
-mpirun_cmd=$MPIRUN
-
-echo "== cluster $GPUCOLL_CLUSTER_ID: 4 hosts"
+. "$(dirname "$0")/cluster-env.sh"
 start=$(date +%s)
-rc=0
-"$cluster" up 4 >"$MPI_TMP/up" 2>&1 || rc=$?
-cat "$MPI_TMP/up"
-[ "$rc" -ne 77 ] || skip "$(tail -1 "$MPI_TMP/up")"
-[ "$rc" -eq 0 ] || fail "cluster.sh up 4 failed ($rc)"
-"$cluster" status
-echo "up in $(($(date +%s) - start)) s"
+cluster_up 4
 
 # np_of SHAPE / hosts_of SHAPE: its ranks / hosts (2x2: 4 / 2; 2+1+1: 4 / 3).
 np_of() {

@@ -1,5 +1,5 @@
 # cluster-env.sh - sourced by the test scripts of test/cluster after
-# test/mpi/mpi-env.sh: skips (77) without UCX or root, claims a cluster id
+# test/mpi/mpi-env.sh: skips (77) without UCX or root or under sanitizers, claims a cluster id
 # of its own (runs at once do not meet), tears its hosts down at exit, and
 #   cluster_up N: brings up hosts gc-h0..gc-h{N-1} (skips where the machine
 #   refuses them);
@@ -7,6 +7,9 @@
 grep -q '^#define GPUCOLL_HAVE_UCX 1' "$GPUCOLL_BUILDDIR/config.h" ||
     skip "gpucoll was built without UCX"
 [ "$(id -u)" = 0 ] || skip "namespace hosts need root"
+# Across hosts the code is the same as across faked nodes, which the
+# sanitizer jobs run (test/mpi/internode.sh): not again there (CI's time).
+[ -z "${GPUCOLL_SANITIZERS:-}" ] || skip "not under sanitizers (test/mpi/internode.sh is)"
 # ORTE (4.1) takes plm_rsh_agent; PRRTE (5.0, 6.0) plm_ssh_agent: cluster.sh
 # mpirun-args gives the right names (untested here on 5.0 and 6.0).
 

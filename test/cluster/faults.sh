@@ -26,9 +26,6 @@ set -eu
 . "$(dirname "$0")/../mpi/mpi-env.sh"
 
 [ "$TEST_DEVICE" = emu ] || skip "the fault tests run on emu"
-# Faults are about time and processes, not memory: not again under ASan
-# (about 3 minutes of CI saved).
-[ -z "${GPUCOLL_SANITIZERS:-}" ] || skip "not under sanitizers (run by the normal job)"
 . "$(dirname "$0")/cluster-env.sh"
 cluster_up 2
 # shellcheck disable=SC2046 # words

@@ -14,17 +14,8 @@
 # Needs root, debootstrap (installed if missing) and the package mirror.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-case ${1:-} in
--h | --help | "")
-    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    [ -n "${1:-}" ]
-    exit
-    ;;
--*)
-    echo "contrib/rootfs.sh: unknown option $1 (usage: contrib/rootfs.sh SUITE [COMMAND...])" >&2
-    exit 2
-    ;;
-esac
+. "$top/contrib/usage.sh"
+need_suite "$0" "${1:-}"
 suite=$1
 shift
 cache=${GPUCOLL_CACHE:-/var/cache/gpucoll}

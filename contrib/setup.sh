@@ -3,12 +3,9 @@
 # Installs dependencies, generates configure, configures and builds gpucoll
 # out of tree (default BUILDDIR: _build/default). Idempotent.
 set -eu
-case ${1:-} in -h | --help)
-    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    exit 0
-    ;;
-esac
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/contrib/usage.sh"
+help_asked "$0" "${1:-}"
 build=${1:-$top/_build/default}
 [ $# -gt 0 ] && shift
 "$top/contrib/install-deps.sh"

@@ -16,17 +16,8 @@
 # (skips otherwise: exit 77, with the reason).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-case ${1:-} in
--h | --help | "")
-    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    [ -n "${1:-}" ]
-    exit
-    ;;
--*)
-    echo "contrib/test-series.sh: unknown option $1 (usage: contrib/test-series.sh SUITE [asan])" >&2
-    exit 2
-    ;;
-esac
+. "$top/contrib/usage.sh"
+need_suite "$0" "${1:-}"
 suite=$1
 build=$suite label=$suite
 configure=

@@ -8,12 +8,9 @@
 # programs (the ones those tests run).
 # Ends with a line "N passed, N failed, N skipped"; exits nonzero on failure.
 set -eu
-case ${1:-} in -h | --help)
-    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    exit 0
-    ;;
-esac
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/contrib/usage.sh"
+help_asked "$0" "${1:-}"
 build=${1:-$top/_build/default}
 [ $# -gt 0 ] && shift
 "$top/contrib/setup.sh" "$build" "$@"

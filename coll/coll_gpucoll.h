@@ -196,6 +196,7 @@ typedef struct mca_coll_gpucoll_module_t {
     MCA_COLL_GPUCOLL_FOREACH_STAGED(MCA_COLL_GPUCOLL_DECLARE_PREV_ALL)
     /* accelerated path (coll_gpucoll_accel.c), created at the first call */
     gpucoll_comm_t* core;
+    uint64_t core_key; /* the key the core is registered under (libgpucoll_mpix), 0: none */
     int core_state; /* 0: not tried yet, 1: ready, -1: not available */
     /* A nonblocking or persistent call of the accelerated set was made here
      * before the core existed (every rank makes the same calls): the next

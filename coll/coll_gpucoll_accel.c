@@ -186,6 +186,11 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
         m->core = NULL;
     }
     m->core_state = NULL != m->core ? 1 : -1;
+    /* libgpucoll_mpix finds the core of a stream communicator by its handle. */
+    if (NULL != m->core) {
+        m->core_key = (uint64_t)(uintptr_t)comm;
+        gpucoll_comm_register_key(m->core_key, m->core);
+    }
     /* coll_gpucoll_uniform_memory on one node: a host call's decline is a
      * store to shared memory (no measurable cost), while skipping it would
      * leave device ranks waiting forever for a rank that breaks the
@@ -216,6 +221,8 @@ void mca_coll_gpucoll_accel_setup(mca_coll_gpucoll_module_t* m, struct ompi_comm
 }
 
 void mca_coll_gpucoll_accel_release(mca_coll_gpucoll_module_t* m) {
+    if (0 != m->core_key) gpucoll_comm_forget_key(m->core_key);
+    m->core_key = 0;
     if (NULL != m->core) gpucoll_comm_destroy(m->core);
     m->core = NULL;
     m->core_state = 0;

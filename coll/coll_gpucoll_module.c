@@ -485,6 +485,7 @@ static void gpucoll_module_construct(mca_coll_gpucoll_module_t* m) {
     GPUCOLL_EACH_ENTRY
 #undef GPUCOLL_ENTRY
     m->core = NULL;
+    m->core_key = 0;
     m->core_state = 0;
     m->nonblocking_seen = false;
     m->uniform_memory = false;

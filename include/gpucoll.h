@@ -738,6 +738,54 @@ GPUCOLL_EXPORT int gpucoll_comm_single_node(const gpucoll_comm_t* comm);
  * off (the same answer on every rank configured alike). */
 GPUCOLL_EXPORT int gpucoll_comm_nonblocking(const gpucoll_comm_t* comm);
 
+/* ---------------------------------------------------------------------------
+ * Streams and stream-ordered collectives (docs/streams.md)
+ * ------------------------------------------------------------------------- */
+
+/* A stream of the active backend for the application, as a native handle:
+ * a cudaStream_t (non-blocking) on cuda, a handle of an emulated stream on
+ * emu (whose work runs on a worker thread, in order). */
+GPUCOLL_EXPORT int gpucoll_stream_create(void** stream);
+/* Work already enqueued still runs. */
+GPUCOLL_EXPORT int gpucoll_stream_destroy(void* stream);
+/* Waits for the work enqueued so far; returns the first error of that work. */
+GPUCOLL_EXPORT int gpucoll_stream_synchronize(void* stream);
+/* Copies bytes (any direction) after the work enqueued before, in stream
+ * order; host memory must stay valid until the stream has passed it. */
+GPUCOLL_EXPORT int gpucoll_memcpy_async(void* dst, const void* src, size_t bytes, void* stream);
+/* Test aid: work enqueued after this starts once *word (host memory another
+ * thread writes) is at least value: a held stream. */
+GPUCOLL_EXPORT int gpucoll_stream_wait_host(void* stream, const uint32_t* word, uint32_t value);
+
+/* Communicators by key (the component registers each one whose core it set
+ * up, under its MPI_Comm handle, and forgets it before destroying it), so
+ * that libgpucoll_mpix finds the core of an MPI communicator without MPI
+ * types reaching the core. */
+GPUCOLL_EXPORT void gpucoll_comm_register_key(uint64_t key, gpucoll_comm_t* comm);
+GPUCOLL_EXPORT void gpucoll_comm_forget_key(uint64_t key);
+
+/* A stream-ordered communicator: calls enqueued on one application stream,
+ * run there entirely (one node), in order. Collective over bootstrap; key:
+ * the registered communicator it serves (0: none checked, for tests
+ * without the component). Always made where the arguments are valid: one
+ * that cannot take stream-ordered calls (the component not active there,
+ * several nodes, an unusable stream on some rank) refuses every call with
+ * the reason, the same on every rank. */
+typedef struct gpucoll_stream_comm gpucoll_stream_comm_t;
+GPUCOLL_EXPORT int gpucoll_stream_comm_create(const gpucoll_bootstrap_t* bootstrap, uint64_t key,
+                                              void* stream, gpucoll_stream_comm_t** out);
+/* Waits until the stream has passed every call enqueued (and the peers
+ * have read this rank's part), then frees. */
+GPUCOLL_EXPORT void gpucoll_stream_comm_destroy(gpucoll_stream_comm_t* comm);
+/* Enqueues call (allreduce, bcast, allgather, reduce_scatter(_block),
+ * reduce) and returns at once. GPUCOLL_ERR_UNSUPPORTED where the device path
+ * refuses it (host buffers, types, ops), with the reason; an error once a
+ * call failed on the stream (any rank's). */
+GPUCOLL_EXPORT int gpucoll_stream_comm_enqueue(gpucoll_stream_comm_t* comm,
+                                               const gpucoll_call_t* call);
+/* GPUCOLL_SUCCESS, or the failure found on the stream (gpucoll_last_error). */
+GPUCOLL_EXPORT int gpucoll_stream_comm_status(gpucoll_stream_comm_t* comm);
+
 /* Shuts the inter-node transport down (endpoints, worker): call once no
  * communicator is left, before the job's own network goes (the component
  * does at close). Communicators created after it stay on one node. */

@@ -240,6 +240,21 @@ public:
     virtual Status memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs,
                                size_t nruns, Stream* stream) = 0;
 
+    // --- the application's streams (stream-ordered collectives) --------------
+    // A stream of this backend for an application (gpucoll_stream_create):
+    // *native is what the application holds (CUDA: a cudaStream_t, non-
+    // blocking; emu: a handle of an emu stream the backend keeps until
+    // destroy_native_stream).
+    virtual Status create_native_stream(void** native) = 0;
+    virtual Status destroy_native_stream(void* native) = 0;
+    // A Stream that enqueues on the application's stream native, without
+    // owning it (CUDA: any cudaStream_t; emu: one create_native_stream made).
+    virtual Status borrow_stream(void* native, std::shared_ptr<Stream>* out) = 0;
+    // Test and benchmark aid: work enqueued on stream after this starts once
+    // the host word *word (host memory, written by another thread) is at
+    // least value (CUDA: a host function that polls it; emu: a work item).
+    virtual Status hold_stream(const uint32_t* word, uint32_t value, Stream* stream) = 0;
+
     // --- reductions ---------------------------------------------------------
     // Whether reduce() can do (dtype, op) on this backend (CUDA: no long
     // double). Callers decide before committing to a device reduction.

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
@@ -269,7 +270,9 @@ Status DriverApi::check(CUresult r, const char* what, ...) const {
 
 class CudaStream final : public Stream {
 public:
-    CudaStream(cudaStream_t stream, int device) : stream_(stream), device_(device) {}
+    // owned: false for the application's stream (borrow_stream): not destroyed here.
+    CudaStream(cudaStream_t stream, int device, bool owned = true)
+        : stream_(stream), device_(device), owned_(owned) {}
     CudaStream(const CudaStream&) = delete;
     CudaStream& operator=(const CudaStream&) = delete;
     // Work still queued completes; the stream's resources go when it has.
@@ -277,7 +280,7 @@ public:
         for (const auto& m : pending_) (void)cudaEventDestroy(m.second);
         for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
         if (default_done_ != nullptr) (void)cudaEventDestroy(default_done_);
-        (void)cudaStreamDestroy(stream_);
+        if (owned_) (void)cudaStreamDestroy(stream_);
         (void)cudaGetLastError();
     }
 
@@ -359,6 +362,7 @@ private:
 
     cudaStream_t stream_;
     int device_;
+    bool owned_ = true;
     uint64_t next_ticket_ = 1;
     uint64_t reached_ = 0;
     std::deque<std::pair<uint64_t, cudaEvent_t>> pending_;
@@ -534,6 +538,10 @@ public:
     Status free_host(void* ptr) override;
 
     Status create_stream(std::unique_ptr<Stream>* out) override;
+    Status create_native_stream(void** native) override;
+    Status destroy_native_stream(void* native) override;
+    Status borrow_stream(void* native, std::shared_ptr<Stream>* out) override;
+    Status hold_stream(const uint32_t* word, uint32_t value, Stream* stream) override;
     Status memcpy(void* dst, const void* src, size_t bytes, Stream* stream) override;
     Status memcpy_runs(void* dst, const void* src, const gpucoll_copy_run_t* runs, size_t nruns,
                        Stream* stream) override;
@@ -723,6 +731,54 @@ Status CudaDevice::create_stream(std::unique_ptr<Stream>* out) {
     GPUCOLL_TRY(check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                       "cudaStreamCreateWithFlags (device %d)", device));
     *out = std::make_unique<CudaStream>(stream, device);
+    return kSuccess;
+}
+
+// The application's streams (stream-ordered collectives). Untested on a GPU.
+Status CudaDevice::create_native_stream(void** native) {
+    if (native == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_stream_create: stream is NULL");
+    cudaStream_t stream = nullptr;
+    GPUCOLL_TRY(check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags"));
+    *native = stream;
+    return kSuccess;
+}
+
+Status CudaDevice::destroy_native_stream(void* native) {
+    return check(cudaStreamDestroy(static_cast<cudaStream_t>(native)), "cudaStreamDestroy");
+}
+
+Status CudaDevice::borrow_stream(void* native, std::shared_ptr<Stream>* out) {
+    const auto stream = static_cast<cudaStream_t>(native);
+    int device = -1;
+    GPUCOLL_TRY(check(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice(%p)", native));
+    *out = std::make_shared<CudaStream>(stream, device, /*owned=*/false);
+    return kSuccess;
+}
+
+namespace {
+struct HostHold {
+    const uint32_t* word;
+    uint32_t value;
+};
+// A host function that polls: the stream waits behind it (a test aid).
+void CUDART_CB hold_until(void* data) {
+    std::unique_ptr<HostHold> hold(static_cast<HostHold*>(data));
+    std::atomic_ref<uint32_t> w(*const_cast<uint32_t*>(hold->word));
+    while (w.load(std::memory_order_acquire) < hold->value) std::this_thread::yield();
+}
+}  // namespace
+
+Status CudaDevice::hold_stream(const uint32_t* word, uint32_t value, Stream* stream) {
+    CudaStream* cuda_stream = nullptr;
+    GPUCOLL_TRY(as_cuda_stream(stream, &cuda_stream));
+    if (cuda_stream == nullptr || word == nullptr)
+        return set_error(GPUCOLL_ERR_INVALID_ARG, "gpucoll_stream_wait_host: no stream or word");
+    auto hold = std::make_unique<HostHold>(HostHold{word, value});
+    GPUCOLL_TRY(check(cudaLaunchHostFunc(cuda_stream->handle(), hold_until, hold.get()),
+                      "cudaLaunchHostFunc"));
+    (void)hold.release();  // hold_until owns it now
     return kSuccess;
 }
 

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "device/device.h"
 #include "device/emu/emu_memory.h"
+#include "device/emu/emu_stream.h"
 
 namespace gpucoll {
 
@@ -70,6 +73,12 @@ public:
     Status ipc_export(void* base, IpcHandle* handle) override;
     Status ipc_import(const IpcHandle& handle, std::unique_ptr<IpcMapping>* out) override;
 
+    // The application's streams (emu_app_streams.cc).
+    Status create_native_stream(void** native) override;
+    Status destroy_native_stream(void* native) override;
+    Status borrow_stream(void* native, std::shared_ptr<Stream>* out) override;
+    Status hold_stream(const uint32_t* word, uint32_t value, Stream* stream) override;
+
     // Pointer translation for other emu code.
     EmuMemory& memory() { return *memory_; }
 
@@ -99,6 +108,9 @@ private:
     // many bytes larger than it is (a peer that lies about its buffers).
     size_t overstate_bytes_ = 0;
     bool serial_kernels_ = false;  // GPUCOLL_EMU_SERIAL_KERNELS
+    // Streams made for the application, by the handle it holds.
+    std::mutex app_streams_mutex_;
+    std::map<void*, std::shared_ptr<EmuStream>> app_streams_;
 };
 
 }  // namespace gpucoll

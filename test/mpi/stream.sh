@@ -5,7 +5,8 @@
 # calls in flight for every collective, two stream communicators on two
 # streams, refusals with their reason; then a device fault on rank 1's
 # stream in the middle of the calls (emu's GPUCOLL_EMU_FAIL_COPY_BYTES):
-# every rank learns it, nobody hangs. The emulated device only: its streams
+# every rank learns it, nobody hangs; a communicator across (faked) nodes
+# refuses every call with the reason. The emulated device only: its streams
 # run their queues on worker threads.
 set -eu
 . "$(dirname "$0")/mpi-env.sh"
@@ -24,4 +25,10 @@ for np in 2 4; do
         "$prog" --fail
     [ "$(grep -c 'learned:' "$MPI_OUT")" = "$np" ] || fail "not every rank learned of the failure"
 done
+echo "== between nodes (faked, GPUCOLL_HOSTID, 2+2): refused with the reason (not implemented)"
+# shellcheck disable=SC2016
+run_mpi 4 --mca coll_gpucoll_device emu -- \
+    sh -c 'GPUCOLL_HOSTID=node$((OMPI_COMM_WORLD_RANK / 2)); export GPUCOLL_HOSTID; exec "$0" "$@"' \
+    "$prog" --between-nodes
+grep -q "PASS: test_stream --between-nodes, 4 ranks" "$MPI_OUT" || fail "no PASS line between nodes"
 echo "PASS: stream.sh"

@@ -312,17 +312,29 @@ static void test_failure(MPI_Comm comm, void* stream) {
     OK(gpucoll_free_device(d));
 }
 
+/* --between-nodes (ranks on faked nodes, GPUCOLL_HOSTID): refused with the reason. */
+static void test_between_nodes(MPI_Comm comm) {
+    int* d = dev(64);
+    expect_refusal(MPIX_Allreduce_enqueue(MPI_IN_PLACE, d, 4, MPI_INT, MPI_SUM, comm),
+                   MPI_ERR_UNSUPPORTED_OPERATION, "nodes", "a communicator across nodes");
+    if (0 == rank) printf("refused: %s\n", gpucoll_mpix_last_error());
+    OK(gpucoll_free_device(d));
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const bool fail_mode = argc > 1 && 0 == strcmp(argv[1], "--fail");
+    const bool nodes_mode = argc > 1 && 0 == strcmp(argv[1], "--between-nodes");
     void *sa = NULL, *sb = NULL;
     MPIX_Stream xa = MPIX_STREAM_NULL, xb = MPIX_STREAM_NULL;
     MPI_Comm a = stream_comm(&sa, &xa);
     if (fail_mode) {
         test_failure(a, sa);
+    } else if (nodes_mode) {
+        test_between_nodes(a);
     } else {
         MPI_Comm b = stream_comm(&sb, &xb);
         test_held(a, sa);
@@ -339,7 +351,10 @@ int main(int argc, char** argv) {
     int all = 0;
     MPI_Allreduce(&errors, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (0 == rank)
-        printf("%s: test_stream%s, %d ranks\n", all ? "FAIL" : "PASS", fail_mode ? " --fail" : "",
+        printf("%s: test_stream%s, %d ranks\n", all ? "FAIL" : "PASS",
+               fail_mode    ? " --fail"
+               : nodes_mode ? " --between-nodes"
+                            : "",
                size);
     MPI_Finalize();
     return all ? 1 : 0;

@@ -276,6 +276,7 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                   comm->model_table_.summary().c_str());
     }
     const ProgressAgent::Mode mode = comm->agent_mode_ = comm->choose_agent_mode();
+    comm->spin_pauses_ = comm->spin_pauses_for();
     if (comm->ordinal_ < 0)
         comm->log(1,
                   "accelerated path waiting: %d ranks on one node, backend %s, no GPU chosen yet "
@@ -590,19 +591,14 @@ Status NodeComm::wait_progress(int peer, uint64_t word, bool abortable) {
         // Peers may be waiting for our steps while we wait for theirs.
         if (!pending_signals_.empty()) GPUCOLL_TRY(publish_reached());
         if (abortable && segment_.load_acquire(segment_.header().abort) == seq) break;
-        if (spins < 128) {
-            __builtin_ia32_pause();
-        } else {
-            if (spins % 16 == 0 && idle(watch)) {
-                const unsigned step = static_cast<unsigned>(word & kStepDone);
-                if (step == 0)
-                    warn_waiting(true, "rank %d (this node) to enter call %llu", global_rank(peer),
-                                 static_cast<unsigned long long>(seq));
-                else
-                    warn_waiting(false, "rank %d (this node) to finish step %u of call %llu",
-                                 global_rank(peer), step, static_cast<unsigned long long>(seq));
-            }
-            sched_yield();
+        if (pause_or_yield(spins, watch)) {
+            const unsigned step = static_cast<unsigned>(word & kStepDone);
+            if (step == 0)
+                warn_waiting(true, "rank %d (this node) to enter call %llu", global_rank(peer),
+                             static_cast<unsigned long long>(seq));
+            else
+                warn_waiting(false, "rank %d (this node) to finish step %u of call %llu",
+                             global_rank(peer), step, static_cast<unsigned long long>(seq));
         }
     }
     return set_error(GPUCOLL_ERR_INTERNAL,
@@ -1336,6 +1332,18 @@ ProgressAgent::Mode NodeComm::choose_agent_mode() const {
                : ProgressAgent::Mode::Lazy;
 }
 
+// Spinning before yielding pays where the peer waited for runs on another
+// core; where the job has more processes on this machine than cores, it
+// most likely waits for a core, and a spin only delays it: one all-to-all
+// flag round of 4 processes on the 2-core VM took 9.8 us yielding at once,
+// 11 us after 32 pauses and 20.7 us after 128 (27 ns each; docs/facts.md).
+// Where every process has a core, waits spin first as before. Local: it
+// changes how long a wait lasts, never what a call decides.
+unsigned NodeComm::spin_pauses_for() const {
+    const unsigned local = launcher_local_processes();
+    return machine_cores() >= (local > 0 ? local : static_cast<unsigned>(size_)) ? kSpinPauses : 0;
+}
+
 // A call joined the queue: post it now if it can be. With the progress
 // agent, the call runs on its thread (or in a later test) rather than in
 // the initiating call, which must not wait for the collective.
@@ -1425,16 +1433,11 @@ void NodeComm::drain(bool unless_aborted) {
     size_t left = queue_.size();
     for (unsigned spins = 0; !progress() && !(unless_aborted && aborted()); ++spins) {
         if (queue_.size() < left) left = queue_.size(), watch.reset();  // one ended
-        if (spins < 128) {
-            __builtin_ia32_pause();
-        } else {
-            if (spins % 16 == 0 && idle(watch) && !queue_.empty()) {
-                warn_waiting(true,
-                             "the nonblocking calls this rank started before to end (the "
-                             "oldest: call %llu)",
-                             static_cast<unsigned long long>(queue_.front()->seq));
-            }
-            sched_yield();
+        if (pause_or_yield(spins, watch) && !queue_.empty()) {
+            warn_waiting(true,
+                         "the nonblocking calls this rank started before to end (the "
+                         "oldest: call %llu)",
+                         static_cast<unsigned long long>(queue_.front()->seq));
         }
     }
 }

@@ -3,6 +3,8 @@
 // protocol every call follows (post, agree, run an algorithm, signal).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -358,6 +360,8 @@ private:
     void enqueued();
     // Decided once at creation (environment and machine queries).
     ProgressAgent::Mode choose_agent_mode() const;
+    // The spin budget of waits (spin_pauses_), decided once at creation.
+    unsigned spin_pauses_for() const;
     // Ends every queued call (blocking calls come after them); unless_aborted:
     // gives up once a rank failed a call (teardown).
     void drain(bool unless_aborted = false);
@@ -442,6 +446,24 @@ private:
     }
     std::vector<uint64_t> peer_seen_;  // progress words last read from each peer
     uint64_t min_seen_ = 0;            // the least of them (wait_all_seen's shortcut)
+    // How many times a waiting rank spins (pause) before it yields its core:
+    // 0 where the job has more processes on this machine than it has cores
+    // (spin_pauses_for), since the peer waited for is then most likely not
+    // running and spinning only delays it.
+    unsigned spin_pauses_ = kSpinPauses;
+    static constexpr unsigned kSpinPauses = 128;
+    // One step of a wait: pause while spinning, else yield (and every 16th
+    // time the job's progress function). True when watch's wait has lasted
+    // its time (the caller says whom it waits for).
+    bool pause_or_yield(unsigned spins, WaitWatch& watch) const {
+        if (spins < spin_pauses_) {
+            __builtin_ia32_pause();
+            return false;
+        }
+        const bool due = spins % 16 == 0 && idle(watch);
+        sched_yield();
+        return due;
+    }
     // Scratch of CallContext, one entry per rank, reused call after call.
     friend class CallContext;
     std::vector<const void*> sources_;

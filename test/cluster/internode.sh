@@ -11,6 +11,11 @@
 #  2. test_collectives (every collective x type x op x count x in place x
 #     root x mixed memory kinds, --expect accelerated, the algorithms of
 #     test/mpi/internode.sh) on the same five shapes;
+#  3. test_mixed (host and device buffers mixed across ranks and hosts) on
+#     2x2 and 2+1+1;
+#  4. test_forms --between-nodes --quick (every collective nonblocking and
+#     persistent, the path of each call from the counters) on 2x2 and
+#     2+1+1 with the progress threads on, 3+3+2 auto, 4x1 off;
 # after every run: no process of the job left on any host, nothing left in
 # any host's /dev/shm. Each run prints the bytes each host's eth0 sent.
 # Skipped (77) where the machine refuses the hosts (not root, no network
@@ -96,6 +101,24 @@ for shape in 2x2 4x1 2x1 2+1+1 3+3+2; do
         --algorithm allreduce=$allreduce --algorithm bcast=hier --algorithm allgather=leader \
         --algorithm reduce=leader --algorithm reduce_scatter=leader \
         --algorithm reduce_scatter_block=leader
+done
+
+echo "== 3. test_mixed across hosts (host and device buffers mixed across ranks and hosts)"
+for shape in 2x2 2+1+1; do
+    # shellcheck disable=SC2086 # words
+    on "$shape" $tcp -- "$MPI_TESTDIR/test_mixed" --expect any
+done
+
+echo "== 4. test_forms across hosts (nonblocking and persistent calls; progress threads on, auto, off)"
+# What each call took is checked from the counters: the accelerated set
+# between nodes with the threads (which exchange the nodes' verdicts),
+# staged without them; every other collective staged or delegated.
+for run in "2x2|on|--quick" "3+3+2|auto|--quick" "2+1+1|on|--quick" "4x1|off|--quick"; do
+    shape=${run%%|*} rest=${run#*|}
+    threads=${rest%%|*} quick=${rest#*|}
+    # shellcheck disable=SC2086 # words
+    on "$shape" $tcp --mca coll_gpucoll_progress_thread "$threads" -- \
+        "$MPI_TESTDIR/test_forms" --between-nodes $quick
 done
 
 echo "PASS: internode across $("$cluster" hosts | wc -l) namespace hosts in $(($(date +%s) - start)) s"

@@ -574,9 +574,28 @@ static bool gpucoll_info_disabled(struct ompi_communicator_t* comm) {
     return false;
 }
 
+/* A communicator an Open MPI component made for its own algorithms: coll/han
+ * (the default for communicators across nodes in 5.0 and 6.0) splits each
+ * communicator it serves into node and leader sub-communicators and names
+ * the modules it wants there with the info key ompi_comm_coll_preference
+ * ("tuned,^han", "sm,^han", ...). Those get only what han (our delegate)
+ * passes them: host buffers, from inside a call gpucoll already counted.
+ * Serving them too counted each such call again (a host MPI_Bcast across
+ * namespace hosts under 5.0: two bcast calls) and put a core on
+ * communicators no application sees. */
+static bool gpucoll_internal_subcomm(struct ompi_communicator_t* comm) {
+    char value[64];
+    int flag = 0;
+    return NULL != comm->super.s_info &&
+           OPAL_SUCCESS == mca_coll_gpucoll_info_get(comm->super.s_info,
+                                                     "ompi_comm_coll_preference", value,
+                                                     sizeof value, &flag) &&
+           flag;
+}
+
 /* Per communicator. The decision depends only on MCA parameters, the
- * backend, the kind of communicator and its gpucoll_enable info key, so it
- * is the same on every rank. */
+ * backend, the kind of communicator and its gpucoll_enable and
+ * ompi_comm_coll_preference info keys, so it is the same on every rank. */
 mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* comm,
                                                     int* priority) {
     mca_coll_gpucoll_component_t* c = &mca_coll_gpucoll_component;
@@ -589,6 +608,14 @@ mca_coll_base_module_t* mca_coll_gpucoll_comm_query(struct ompi_communicator_t* 
     if (gpucoll_info_disabled(comm)) {
         GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
                         "comm %s (cid %u): not used (info key gpucoll_enable is false)",
+                        comm->c_name, mca_coll_gpucoll_comm_cid(comm));
+        return NULL;
+    }
+    if (gpucoll_internal_subcomm(comm)) {
+        GPUCOLL_VERBOSE(MCA_COLL_GPUCOLL_VERBOSE_SELECT,
+                        "comm %s (cid %u): not used (a sub-communicator of an Open MPI "
+                        "component, info key ompi_comm_coll_preference: its calls are that "
+                        "component's, on host buffers)",
                         comm->c_name, mca_coll_gpucoll_comm_cid(comm));
         return NULL;
     }

@@ -75,12 +75,19 @@ make_root() {
 exec unshare --mount --propagation private sh -eu -c '
 root=$1 top=$2
 shift 2
+# The root a mount point of its own: unshare --mount inside (the namespace
+# hosts of test/cluster) makes / private, which a plain directory refuses.
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 mkdir -p "$root/src"
 mount --bind "$top" "$root/src"
+# The namespace hosts of test/cluster share the network stack of this
+# machine (bridges, veths): their claims must be seen inside and outside.
+mkdir -p /run/gpucoll-cluster "$root/run/gpucoll-cluster"
+mount --bind /run/gpucoll-cluster "$root/run/gpucoll-cluster"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || :
 exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root LANG=C.UTF-8 CI="${CI:-}" "$@"

@@ -11,7 +11,7 @@ grep -q '^#define GPUCOLL_HAVE_UCX 1' "$GPUCOLL_BUILDDIR/config.h" ||
 # sanitizer jobs run (test/mpi/internode.sh): not again there (CI's time).
 [ -z "${GPUCOLL_SANITIZERS:-}" ] || skip "not under sanitizers (test/mpi/internode.sh is)"
 # ORTE (4.1) takes plm_rsh_agent; PRRTE (5.0, 6.0) plm_ssh_agent: cluster.sh
-# mpirun-args gives the right names (untested here on 5.0 and 6.0).
+# mpirun-args gives the right names (5.0 tried by hand: README; 6.0 untested).
 
 cluster=$GPUCOLL_SRCDIR/test/cluster/cluster.sh
 GPUCOLL_CLUSTER_MPIRUN=$MPIRUN

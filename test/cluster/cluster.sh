@@ -241,12 +241,12 @@ fi
 sh=$(getent passwd "$(id -un)" | cut -d: -f7)
 [ -x "$sh" ] || sh=/bin/sh
 if [ "${GPUCOLL_CLUSTER_AGENT_ENV:-}" = keep ]; then
-    set -- nsenter -t "$pid" -n -u -i -m -- "$sh" -c "cd; $*"
+    set -- nsenter -t "$pid" -n -u -i -m -r --wd=/ -- "$sh" -c "cd; $*"
 else
     set -- env -i HOME="$(getent passwd "$(id -un)" | cut -d: -f6)" USER="$(id -un)" \
         LOGNAME="$(id -un)" SHELL="$sh" \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        ${LANG:+LANG=$LANG} nsenter -t "$pid" -n -u -i -m -- "$sh" -c "cd; $*"
+        ${LANG:+LANG=$LANG} nsenter -t "$pid" -n -u -i -m -r --wd=/ -- "$sh" -c "cd; $*"
 fi
 [ "$#" -gt 0 ] && exec "$@"
 EOF
@@ -433,6 +433,10 @@ cmd_mpirun_args() {
     *)
         args="--hostfile $hf --prtemca plm_ssh_agent $STATE/agent --prtemca plm_ssh_no_tree_spawn 1"
         args="$args --prtemca oob_tcp_if_include $NET.0/24"
+        # Ranks fill the hostfile's slots in order, as ORTE's default: with
+        # oversubscription allowed (test/mpi/mpi-env.sh) PRRTE's default
+        # mapping put all 4 ranks of 2x2 on gc-h0.
+        args="$args --map-by slot"
         ;;
     esac
     args="$args --mca btl_tcp_if_include $NET.0/24 -x UCX_NET_DEVICES=eth0"
@@ -466,7 +470,9 @@ exec)
     shift
     [ $# -gt 0 ] || usage
     # nsenter execs (no fork): signals and the exit status are CMD's own.
-    exec nsenter -t "$PID" -n -u -i -m --wd="$PWD" -- "$@"
+    # -r: the holder's root directory, not the mount namespace's (inside a
+    # chroot, such as contrib/rootfs.sh's, they differ).
+    exec nsenter -t "$PID" -n -u -i -m -r --wd="$PWD" -- "$@"
     ;;
 agent)
     [ -x "$STATE/agent" ] || die "no hosts up (cluster.sh up N)"

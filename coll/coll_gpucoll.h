@@ -117,6 +117,7 @@ typedef struct mca_coll_gpucoll_component_t {
     char* topology_file;     /* hwloc XML of the node (NULL: discover) */
     char* nvlink_file;       /* its NVLinks (NULL: NVML) */
     char* cost_model;        /* preset or params file (NULL: size thresholds) */
+    char* selection_file;    /* measured selection table: auto (built-in), none, or a file */
     bool rails;              /* UCX_NET_DEVICES per process from the topology */
     bool timing;             /* per-step times of accelerated calls, printed at finalize */
     char* rail_devices;      /* the NIC of each GPU, given (NULL: discovered) */

@@ -171,6 +171,7 @@ static gpucoll_comm_t* gpucoll_core(mca_coll_gpucoll_module_t* m,
     config.topology_file = c->topology_file;
     config.nvlink_file = c->nvlink_file;
     config.cost_model = c->cost_model;
+    config.selection_file = c->selection_file;
     config.rails = c->rails ? 1 : 0;
     config.rail_devices = c->rail_devices;
     config.wait_warning_s = c->wait_warning;

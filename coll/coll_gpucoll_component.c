@@ -57,6 +57,7 @@ mca_coll_gpucoll_component_t mca_coll_gpucoll_component = {
     .inter_direct_max = 16 * 1024,
     .inter_device_memory = 0,
     .inter_bcast = 0,
+    .selection_file = "auto", /* Open MPI copies it at registration */
     .output = -1,
     .backend_ready = false,
 };
@@ -381,6 +382,20 @@ static const gpucoll_param_t gpucoll_params[] = {
      "gpucoll_topo --model SPEC --backend emu|cuda prints what a model predicts and this table.",
      MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
      &mca_coll_gpucoll_component.cost_model},
+    {"selection_file",
+     "The measured selection table auto follows on one node: per collective, rank count, GPU "
+     "sharing mode (gpu-per-rank, shared-mps, shared-no-mps) and size range, the algorithm (or "
+     "staged) a measurement on the machine found fastest. contrib/selection-table.py writes one "
+     "from contrib/gpu-run.sh calibrate's tables (docs/tuning.md). auto (default): the "
+     "backend's built-in table where it has one for the communicator (cuda: 2 and 4 ranks "
+     "sharing one GPU, with and without MPS, from the 2026-11-27 H100 measurements; emu: none), "
+     "unless coll_gpucoll_cost_model is set; none: no table; else a file. "
+     "coll_gpucoll_<coll>_algorithm still wins; sizes the table leaves out fall back to the "
+     "cost model and the size thresholds. Every rank of a node must read the same rules, or "
+     "none uses them (said once). coll_gpucoll_verbose 1 prints the rules a communicator "
+     "follows.",
+     MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+     &mca_coll_gpucoll_component.selection_file},
     {"wait_warning",
      "Seconds a rank may wait inside one step of a blocking accelerated call for other ranks "
      "(their arrival in the call, a step of it, the verdict of another node) before it prints, "

@@ -53,7 +53,11 @@
 #                    bcast, allgather and reduce_scatter_block at 8 B-256 MiB,
 #                    np GPUCOLL_BENCH_NP (default 2 4), one run each
 #                    (GPUCOLL_BENCH_REPEATS); the tables also land in
-#                    calibrate*.txt in the logs
+#                    calibrate*.txt in the logs, and the selection table
+#                    contrib/selection-table.py makes of them (with the
+#                    one-kernel step's tables where it ran before, in the
+#                    same MPS mode) in selection-table*.txt: the file
+#                    coll_gpucoll_selection_file takes (docs/tuning.md)
 #   one-kernel       the one-kernel allreduce (small messages in one launch
 #                    per rank) against one-shot and staged, 8 B-256 KiB, np 2
 #                    and 4, results validated, device columns only; its
@@ -221,6 +225,22 @@ step_calibrate() {
                 tee -a "$f" || rc=1
         done
     done
+    # The measured selection table, for the sharing mode of this run (every
+    # rank on the one GPU: with MPS or without).
+    local sharing=shared-no-mps sfx=${GPUCOLL_LOG_SUFFIX:-} inputs=()
+    pgrep -f nvidia-cuda-mps-control >/dev/null && sharing=shared-mps
+    for np in ${GPUCOLL_BENCH_NP:-2 4}; do inputs+=("$out/calibrate-np$np$sfx.txt"); done
+    [ -f "$out/one-kernel$sfx.log" ] && inputs+=("$out/one-kernel$sfx.log")
+    if python3 contrib/selection-table.py --backend cuda --sharing "$sharing" \
+        -o "$out/selection-table$sfx.txt" "${inputs[@]}"; then
+        echo "== selection table ($sharing): $out/selection-table$sfx.txt"
+        grep -v '^#' "$out/selection-table$sfx.txt"
+        python3 contrib/selection-table.py --check "$out/selection-table$sfx.txt" \
+            --sharing "$sharing" "${inputs[@]}" || true
+    else
+        echo "contrib/selection-table.py failed"
+        rc=1
+    fi
     return $rc
 }
 

@@ -509,6 +509,17 @@ typedef struct gpucoll_comm_config {
      * 120. Blocking calls and the data of nonblocking ones; the wait of a
      * nonblocking call for its peers to enter it is not bounded. */
     double peer_timeout_s;
+    /* The measured selection table auto follows on one node (per collective,
+     * rank count, GPU sharing mode and size range: the algorithm, or staged,
+     * a measurement found fastest; contrib/selection-table.py writes one):
+     * NULL, "" or "auto" (default): the backend's built-in table where it
+     * has one for the communicator (cuda: 2 and 4 ranks sharing one GPU,
+     * from the H100 measurements; emu: none), unless cost_model is set;
+     * "none": no table; else a file. A forced algorithm wins; sizes the
+     * table leaves out fall back to the cost model and the size thresholds.
+     * Every rank of a node communicator must read the same rules, or none
+     * uses them. Read during gpucoll_comm_create. */
+    const char* selection_file;
 } gpucoll_comm_config_t;
 
 /* Defaults of every field. */

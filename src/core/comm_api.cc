@@ -193,6 +193,7 @@ void gpucoll_comm_config_init(gpucoll_comm_config_t* config) {
     config->wait_warning_s = 60;
     config->max_comms = 0;  // no bound
     config->peer_timeout_s = 120;
+    config->selection_file = nullptr;  // the backend's built-in table
     config->verbose = 0;
     config->log = nullptr;
 }

@@ -46,11 +46,17 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 namespace gpucoll::topo {
 class ModelTable;
 }
+namespace gpucoll {
+class SelectionRules;
+}
 namespace gpucoll::intra {
+// measured: the measured selection table's rules (coll_gpucoll_selection_file;
+// null or empty: none), asked after a forced algorithm and before the model.
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
                                      bool ring_links, const char** why,
-                                     const topo::ModelTable* model = nullptr);
+                                     const topo::ModelTable* model = nullptr,
+                                     const SelectionRules* measured = nullptr);
 
 // Element range [begin, end) of block p when count elements are split in size blocks.
 inline size_t block_begin(size_t count, int size, int p) {

@@ -58,13 +58,21 @@ gpucoll_algorithm_t NodeComm::with_one_kernel(const gpucoll_call_t& call, size_t
                                               gpucoll_algorithm_t chosen, const char** why) const {
     if (chosen == GPUCOLL_ALGO_ONE_KERNEL) {
         if (one_kernel_usable(call, elem)) return chosen;
+        const bool forced = config_.algorithm[call.coll] == GPUCOLL_ALGO_ONE_KERNEL;
         gpucoll_comm_config_t automatic = config_;
         automatic.algorithm[call.coll] = GPUCOLL_ALGO_AUTO;
-        const gpucoll_algorithm_t other = select_algorithm(
-            call, size_, elem, automatic, scratch_slot_bytes_, ring_family_, why, &model_table_);
-        *why = one_kernel_ok_ ? "one_kernel forced, but the call does not fit it: auto's choice"
-                              : "one_kernel forced, but this communicator cannot take it (more "
-                                "than 8 ranks, or ranks sharing a GPU without MPS): auto's choice";
+        gpucoll_algorithm_t other =
+            select_algorithm(call, size_, elem, automatic, scratch_slot_bytes_, ring_family_, why,
+                             &model_table_, &measured_);
+        if (other == GPUCOLL_ALGO_ONE_KERNEL)  // the measured table's: without it
+            other = select_algorithm(call, size_, elem, automatic, scratch_slot_bytes_,
+                                     ring_family_, why, &model_table_);
+        *why = !forced ? "measured table: one_kernel, but the call does not fit it: auto's choice "
+                         "without the table"
+               : one_kernel_ok_
+                   ? "one_kernel forced, but the call does not fit it: auto's choice"
+                   : "one_kernel forced, but this communicator cannot take it (more than 8 ranks, "
+                     "or ranks sharing a GPU without MPS): auto's choice";
         return other == GPUCOLL_ALGO_ONE_KERNEL ? GPUCOLL_ALGO_ONE_SHOT : other;
     }
     if (chosen == GPUCOLL_ALGO_ONE_SHOT && config_.algorithm[call.coll] == GPUCOLL_ALGO_AUTO &&

@@ -223,6 +223,20 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
                       model_error.c_str());
         if (model != nullptr) hello.layout.model = topo::model_fingerprint(*model);
     }
+    // The measured selection table's vote: the rules this rank read (the
+    // built-in table only where no cost model was asked for).
+    bool builtin_table = false, first_load = false;
+    std::string table_error;
+    std::vector<std::string> table_warnings;
+    const SelectionTable* table =
+        load_selection_table(config.selection_file, comm->device_->name(), &table_error,
+                             &table_warnings, &builtin_table, &first_load);
+    for (const std::string& w : first_load ? table_warnings : std::vector<std::string>{})
+        comm->log(0, "coll_gpucoll_selection_file: %s", w.c_str());
+    if (first_load && !table_error.empty())
+        comm->log(0, "coll_gpucoll_selection_file: %s; no table used", table_error.c_str());
+    if (builtin_table && model != nullptr) table = nullptr;  // the model asked for wins
+    if (table != nullptr) hello.layout.selection = table->fingerprint();
     static std::atomic<bool> topo_error_said{false};  // once per process
     if (!topo_error.empty() && !topo_error_said.exchange(true))
         comm->log(0, "topology not used: %s (coll_gpucoll_topology_file, coll_gpucoll_nvlink_file)",
@@ -231,10 +245,11 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     GPUCOLL_TRY(bootstrap_allgather(bs, hello, &all));
     for (const Hello& h : all) comm->pids_.push_back(h.pid);
     std::vector<LayoutVote> votes;
-    bool same_model = model != nullptr;
+    bool same_model = model != nullptr, same_selection = true;
     for (const Hello& h : all) {
         votes.push_back(h.layout);
         same_model = same_model && h.layout.model == hello.layout.model;
+        same_selection = same_selection && h.layout.selection == hello.layout.selection;
     }
     comm->use_layout(agree_layout(machine, votes), machine);
     if (model != nullptr && !same_model)
@@ -252,9 +267,20 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
     // ranks share a GPU, only if their kernels run side by side.
     bool all_concurrent = true;
     for (const Hello& h : all) all_concurrent = all_concurrent && h.kernels_concurrent != 0;
+    // Every rank read the same table, or none uses one (a rank that could
+    // not read its file votes 0): every rank decides each call alike.
+    if (table != nullptr && same_selection)
+        comm->measured_ =
+            table->rules(comm->size_, gpu_sharing_of(flags.gpu_shared, all_concurrent));
+    else if (!same_selection)
+        comm->log(0,
+                  "coll_gpucoll_selection_file: the ranks of this node read different selection "
+                  "tables (or some could not read theirs); none is used, the cost model and the "
+                  "size thresholds choose");
     comm->one_kernel_wanted_ =
         (config.one_kernel_max_bytes > 0 ||
-         config.algorithm[GPUCOLL_COLL_ALLREDUCE] == GPUCOLL_ALGO_ONE_KERNEL) &&
+         config.algorithm[GPUCOLL_COLL_ALLREDUCE] == GPUCOLL_ALGO_ONE_KERNEL ||
+         comm->measured_.names(GPUCOLL_COLL_ALLREDUCE, GPUCOLL_ALGO_ONE_KERNEL)) &&
         comm->size_ >= 2 && comm->size_ <= OneKernelAllreduce::kMaxRanks &&
         (!flags.gpu_shared || all_concurrent);
     if (flags.fell_back && ordinal >= 0)
@@ -274,6 +300,16 @@ Status NodeComm::create(const gpucoll_bootstrap_t& bs, const gpucoll_comm_config
         comm->model_table_.build(*model, comm->size_, comm->scratch_slot_bytes_);
         comm->log(1, "cost model %s: %s", model->name.c_str(),
                   comm->model_table_.summary().c_str());
+    }
+    if (!comm->measured_.empty()) {
+        const char* sharing = gpu_sharing_name(gpu_sharing_of(comm->gpu_shared_, all_concurrent));
+        for (int c = 0; c < GPUCOLL_COLL_REDUCE_LOCAL; ++c) {
+            const std::string rules = comm->measured_.summary(static_cast<gpucoll_coll_t>(c));
+            if (!rules.empty())
+                comm->log(1, "selection table %s (%d ranks, %s): %s: %s", table->origin().c_str(),
+                          comm->size_, sharing, gpucoll_coll_name(static_cast<gpucoll_coll_t>(c)),
+                          rules.c_str());
+        }
     }
     const ProgressAgent::Mode mode = comm->agent_mode_ = comm->choose_agent_mode();
     comm->spin_pauses_ = comm->spin_pauses_for();
@@ -1105,7 +1141,7 @@ void NodeComm::begin(Pending& op) {
               : hier_ != nullptr
                   ? algo::select_hierarchical(call, hier_->topo(), elem, config_, &op.why)
                   : select_algorithm(call, size_, elem, config_, scratch_slot_bytes_, ring_family_,
-                                     &op.why, &model_table_);
+                                     &op.why, &model_table_, &measured_);
     if (op.plan) op.why = op.plan->why;
     if (!op.plan && hier_ == nullptr) op.algo = with_one_kernel(call, elem, op.algo, &op.why);
     selecting.stop();
@@ -1270,7 +1306,7 @@ std::shared_ptr<NodeComm::Plan> NodeComm::make_plan(const gpucoll_call_t& call) 
     const size_t elem = reduce::dtype_size(call.dtype);
     plan->algo = elem == 0 ? GPUCOLL_ALGO_STAGED
                            : select_algorithm(plan->call, size_, elem, config_, scratch_slot_bytes_,
-                                              ring_family_, &plan->why, &model_table_);
+                                              ring_family_, &plan->why, &model_table_, &measured_);
     if (elem != 0 && hier_ == nullptr)
         plan->algo = with_one_kernel(plan->call, elem, plan->algo, &plan->why);
     if (plan->algo == GPUCOLL_ALGO_STAGED || !call.eligible) return plan;

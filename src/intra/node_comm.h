@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/wait_watch.h"
+#include "core/selection_table.h"
 #include "device/device.h"
 #include "gpucoll.h"
 #include "intra/ipc_cache.h"
@@ -528,6 +529,7 @@ private:
     std::vector<int> ring_, ring_pos_;
     bool ring_family_ = false;
     topo::ModelTable model_table_;  // the cost model's picks (empty: size thresholds)
+    SelectionRules measured_;       // the measured table's rules (empty: none)
     void use_layout(const topo::Layout& layout, const topo::Machine* machine);
 
     uint64_t id_ = 0;

@@ -29,6 +29,7 @@ struct LayoutVote {
     int32_t gpu = -1;          // index into the machine's GPUs; -1 unknown
     uint64_t fingerprint = 0;  // of the machine it saw; 0: none
     uint64_t model = 0;        // fingerprint of the cost model it loaded; 0: none
+    uint64_t selection = 0;    // fingerprint of the measured selection table; 0: none
 };
 
 // This rank's vote: its GPU by PCI bus id, or (no bus id: emu) by

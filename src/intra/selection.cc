@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algo/hierarchical.h"
+#include "core/selection_table.h"
 #include "intra/algorithms.h"
 #include "topo/model_table.h"
 
@@ -114,7 +115,8 @@ BufferBytes buffer_bytes(const gpucoll_call_t& call, int size, int rank, size_t 
 gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_t elem,
                                      const gpucoll_comm_config_t& config, size_t scratch_slot_bytes,
                                      bool ring_links, const char** why,
-                                     const topo::ModelTable* model) {
+                                     const topo::ModelTable* model,
+                                     const SelectionRules* measured) {
     if (call.coll < 0 || call.coll >= GPUCOLL_COLL_REDUCE_LOCAL) {
         *why = "not a collective of the accelerated path";
         return GPUCOLL_ALGO_STAGED;
@@ -137,6 +139,20 @@ gpucoll_algorithm_t select_algorithm(const gpucoll_call_t& call, int size, size_
         }
         *why = "forced";
         return forced;
+    }
+    if (measured != nullptr) {
+        // The parser kept only what serves the collective on one node;
+        // one-shot also needs the call to fit its scratch slot.
+        const gpucoll_algorithm_t pick = measured->lookup(call.coll, bytes);
+        if (pick == GPUCOLL_ALGO_STAGED) {
+            *why = "measured table: staging fastest";
+            return pick;
+        }
+        if (pick != GPUCOLL_ALGO_AUTO && find_algorithm(call.coll, pick) != nullptr &&
+            !(pick == GPUCOLL_ALGO_ONE_SHOT && bytes > scratch_slot_bytes)) {
+            *why = "measured table: fastest";
+            return pick;
+        }
     }
     if (model != nullptr) {
         const gpucoll_algorithm_t predicted = model->lookup(call.coll, bytes);

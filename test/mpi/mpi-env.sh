@@ -110,6 +110,9 @@ unset GPUCOLL_DEVICE OMPI_MCA_coll
 for _v in $(env | sed -n 's/^\(OMPI_MCA_coll_gpucoll_[A-Za-z0-9_]*\)=.*/\1/p'); do
     unset "$_v"
 done
+# The tests check the size thresholds: no built-in measured selection table
+# (cuda has one for ranks sharing a GPU; measured_selection.sh tests tables).
+export OMPI_MCA_coll_gpucoll_selection_file=none
 
 # try_mpi NP [mpirun options...] -- PROG [ARGS...]
 try_mpi() {

@@ -220,7 +220,7 @@ def header_comment(path):
 
 HELP_FLAG = {"contrib/bench.sh": "-h", "contrib/gpu-run.sh": "--help", "contrib/host-cost.sh": "-h",
              "contrib/calibrate.py": "-h", "contrib/model-check.py": "-h", "contrib/auto-check.py": "-h",
-             "contrib/plot-bench.py": "-h", "configure": "--help",
+             "contrib/plot-bench.py": "-h", "contrib/selection-table.py": "-h", "configure": "--help",
              "gpucoll_bench": "--help", "gpucoll_topo": "--help", "gpucoll_host_overhead": "-h",
              "gpucoll_kernel_bench": "-h", "make": "--help", "pkg-config": "--help"}
 # Tools whose words after the name (not options) must be in their usage: steps, suites, jobs.

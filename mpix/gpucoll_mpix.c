@@ -89,6 +89,18 @@ static int hex_digit(char c) {
 
 /* ---------------------------------------------------------------- streams */
 
+/* The value of key in info, in value[len] (cut to fit); *flag: set or not.
+ * MPI 4.0 deprecates MPI_Info_get (Open MPI 6.0's mpi.h says so, an error
+ * with -Werror); MPI_Info_get_string is its replacement. */
+static void info_get(MPI_Info info, const char* key, char* value, int len, int* flag) {
+#if MPI_VERSION >= 4
+    int n = len;
+    MPI_Info_get_string(info, key, &n, value, flag);
+#else
+    MPI_Info_get(info, key, len - 1, value, flag);
+#endif
+}
+
 int MPIX_Stream_create(MPI_Info info, MPIX_Stream* stream) {
     if (NULL == stream)
         return fail(MPI_COMM_NULL, MPI_ERR_ARG, "MPIX_Stream_create: stream is NULL");
@@ -97,14 +109,14 @@ int MPIX_Stream_create(MPI_Info info, MPIX_Stream* stream) {
     if (MPI_INFO_NULL != info) {
         char type[MPI_MAX_INFO_VAL], value[MPI_MAX_INFO_VAL];
         int has_type = 0, has_value = 0;
-        MPI_Info_get(info, "type", MPI_MAX_INFO_VAL - 1, type, &has_type);
+        info_get(info, "type", type, MPI_MAX_INFO_VAL, &has_type);
         if (has_type) {
             if (0 != strcmp(type, "cudaStream_t"))
                 return fail(MPI_COMM_WORLD, MPI_ERR_ARG,
                             "MPIX_Stream_create: info type \"%s\": gpucoll takes \"cudaStream_t\" "
                             "(on its emulated device, a stream of gpucoll_stream_create)",
                             type);
-            MPI_Info_get(info, "value", MPI_MAX_INFO_VAL - 1, value, &has_value);
+            info_get(info, "value", value, MPI_MAX_INFO_VAL, &has_value);
             if (!has_value || strlen(value) != 2 * sizeof native)
                 return fail(MPI_COMM_WORLD, MPI_ERR_ARG,
                             "MPIX_Stream_create: info \"value\" must hold the stream as %zu "
